@@ -1,0 +1,3 @@
+"""fleetepi: core dump epidemiology for GPU fleets."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,91 @@
+"""Bytes <-> contract messages, with a specific reason for every rejection.
+
+A rejected message is never fatal: callers count it under ``reason`` (a
+small, fixed set, safe as a Prometheus label) and keep ``detail`` (msgspec's
+own sentence, e.g. "Expected `str`, got `int` - at `$.host`") for the
+dead-letter record and the log.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import msgspec
+
+from fleetepi.contract.models import Alert, Crash, Event, Host, Message, Telemetry
+from fleetepi.exceptions import InvalidMessage
+
+#: Largest message accepted; a bigger one is dead-lettered as ``too_large``.
+MAX_MESSAGE_BYTES: Final = 1 << 20
+
+#: Every reason a message can be rejected or flagged for (the label values
+#: of ``fleetepi_events_invalid_total``). Admission checks in the pipeline add
+#: the time and inventory ones.
+REASONS: Final = (
+    "malformed_json",
+    "not_an_object",
+    "unknown_schema",
+    "missing_field",
+    "invalid_field",
+    "too_large",
+    "out_of_order",
+    "future_timestamp",
+    "unknown_host",
+)
+
+_event_decoder = msgspec.json.Decoder(Host | Crash | Telemetry)
+_message_decoder = msgspec.json.Decoder(Host | Crash | Telemetry | Alert)
+_alert_decoder = msgspec.json.Decoder(Alert)
+_encoder = msgspec.json.Encoder()
+
+_MISSING = re.compile(r"missing required field")
+_TAG = re.compile(r"at `\$\.schema`|Invalid value .* at `\$\.schema`|missing required field `schema`")
+
+
+def _classify(exc: msgspec.ValidationError, raw: bytes) -> InvalidMessage:
+    text = str(exc)
+    if text.startswith("Expected `object`"):
+        return InvalidMessage("not_an_object", text)
+    if _TAG.search(text):
+        return InvalidMessage("unknown_schema", text)
+    if _MISSING.search(text):
+        return InvalidMessage("missing_field", text)
+    return InvalidMessage("invalid_field", text)
+
+
+def _decode(decoder: msgspec.json.Decoder, raw: bytes | str) -> object:
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise InvalidMessage("too_large", f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise _classify(exc, raw if isinstance(raw, bytes) else raw.encode()) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidMessage("malformed_json", str(exc)) from None
+
+
+def decode_event(raw: bytes | str) -> Event:
+    """Decode one producer message (host, crash or telemetry).
+
+    :raises InvalidMessage: with ``reason`` from :data:`REASONS`.
+    """
+    return _decode(_event_decoder, raw)  # type: ignore[return-value]
+
+
+def decode_message(raw: bytes | str) -> Message:
+    """Decode any contract message, alerts included."""
+    return _decode(_message_decoder, raw)  # type: ignore[return-value]
+
+
+def decode_alert(raw: bytes | str) -> Alert:
+    """Decode one alert (``fleetepi.alerts`` records, ``replay`` output)."""
+    return _decode(_alert_decoder, raw)  # type: ignore[return-value]
+
+
+def encode(message: Message) -> bytes:
+    """Compact JSON with the ``schema`` tag first; optional ``None`` fields are left out."""
+    return _encoder.encode(message)
+
+
+__all__ = ["MAX_MESSAGE_BYTES", "REASONS", "decode_alert", "decode_event", "decode_message", "encode"]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the real services the test suite runs against, on a fresh Debian
+# machine: Prometheus, Alertmanager (+ promtool, amtool), R's surveillance
+# package (detection baselines), gcc/gdb (real core dumps), the Kafka broker
+# jars (Maven Central, cached) and helm (go install, cached).
+# Idempotent: each step is skipped when its result is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v prometheus   >/dev/null || need_apt+=(prometheus)
+command -v promtool     >/dev/null || need_apt+=(prometheus)
+command -v alertmanager >/dev/null || need_apt+=(prometheus-alertmanager)
+command -v amtool       >/dev/null || need_apt+=(prometheus-alertmanager)
+command -v Rscript      >/dev/null || need_apt+=(r-cran-surveillance)
+Rscript -e 'library(surveillance)' >/dev/null 2>&1 || need_apt+=(r-cran-surveillance)
+command -v gcc >/dev/null || need_apt+=(gcc)
+command -v gdb >/dev/null || need_apt+=(gdb)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-services: apt-get install ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# Debian starts the packaged daemons; the tests run their own on free ports.
+for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
+  (systemctl stop "$svc" 2>/dev/null || service "$svc" stop 2>/dev/null || true) >/dev/null 2>&1
+done
+
+for step in scripts/install.d/*.sh; do
+  [ -e "$step" ] || continue
+  bash "$step"
+done
+echo "install-services: ready"
