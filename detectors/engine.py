@@ -14,7 +14,7 @@ by the detectors that do not need attributes).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from detectors.base import Detector
@@ -48,6 +48,10 @@ class Engine:
         #: events rejected or flagged, per reason (see fleetepi.contract.codec.REASONS).
         self.invalid: Counter[str] = Counter()
         self.alerts: Counter[str] = Counter()
+        #: Hook ``on_invalid(reason, event, ts_ms)``, called after each admission drop or
+        #: flag is counted, so a runner can log it, keep its line number or dead-letter it
+        #: without re-checking admission itself (zero cost on accepted events).
+        self.on_invalid: Callable[[str, Event, int], None] | None = None
 
     # ------------------------------------------------------------------ admission
     def admit(self, event: Event, ts_ms: int) -> str | None:
@@ -67,6 +71,8 @@ class Engine:
         reason = self.admit(event, ts_ms)
         if reason is not None:
             self.invalid[reason] += 1
+            if self.on_invalid is not None:
+                self.on_invalid(reason, event, ts_ms)
             return []
         out: list[Alert] = []
         if self.watermark_ms is None or ts_ms > self.watermark_ms:
@@ -82,6 +88,8 @@ class Engine:
         self.events["crash" if isinstance(event, Crash) else "telemetry"] += 1
         if event.host not in self.inventory:
             self.invalid["unknown_host"] += 1
+            if self.on_invalid is not None:
+                self.on_invalid("unknown_host", event, ts_ms)
         inv = self.inventory
         for det in self.detectors:
             if det.route(event) is not None:

@@ -1,0 +1,150 @@
+"""JSON lines in and out: plain or gzip files, ``-`` for stdin/stdout.
+
+The replay reads bytes, never text: msgspec decodes UTF-8 bytes directly, so
+there is no decode-to-``str`` step per line, and a line that is not valid
+UTF-8 reaches the decoder and is counted as ``malformed_json`` like any
+other broken line instead of crashing a text wrapper.
+
+Gzip is recognised by its magic bytes, not only by the ``.gz`` suffix, so a
+compressed stream piped into stdin works too. Progress is measured on the
+*underlying* file (compressed bytes for ``.gz``), because that is the only
+size known in advance.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from fleetepi.exceptions import FleetepiError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+#: Read buffer: large reads keep the per-line cost of ``for line in f`` low.
+BUFFER_BYTES = 1 << 20
+
+
+class InputError(FleetepiError):
+    """The input file cannot be opened or read (not a bad *line*: those are counted)."""
+
+
+@dataclass
+class LineSource:
+    """An opened JSON-lines input.
+
+    :param lines: binary file object iterated line by line (``bytes`` with the newline).
+    :param raw: the underlying file, whose position is the progress.
+    :param total_bytes: size of ``raw`` if known (a regular file), else None (a pipe).
+    :param name: what the user named (``-`` for stdin), for messages.
+    """
+
+    lines: BinaryIO
+    raw: BinaryIO
+    total_bytes: int | None
+    name: str
+
+    def position(self) -> int:
+        """Bytes of ``raw`` consumed so far (at most one buffer ahead of the parser)."""
+        try:
+            return self.raw.tell()
+        except (OSError, ValueError):
+            return 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.lines)
+
+
+def _regular_size(f: BinaryIO) -> int | None:
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+@contextmanager
+def open_input(path: str | Path) -> Iterator[LineSource]:
+    """Open ``path`` (or stdin for ``-``) for reading JSON lines, gunzipping if needed.
+
+    :raises InputError: the file does not exist or cannot be read.
+    """
+    name = str(path)
+    if name == "-":
+        raw: BinaryIO = sys.stdin.buffer
+        owned = False
+    else:
+        try:
+            raw = open(name, "rb", buffering=0)  # type: ignore[assignment]
+        except OSError as exc:
+            raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+        owned = True
+    try:
+        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw, BUFFER_BYTES)  # type: ignore[arg-type]
+        head = buffered.peek(2)[:2]
+        lines: BinaryIO
+        if head == _GZIP_MAGIC:
+            lines = io.BufferedReader(gzip.GzipFile(fileobj=buffered, mode="rb"), BUFFER_BYTES)  # type: ignore[arg-type]
+        else:
+            lines = buffered  # type: ignore[assignment]
+        yield LineSource(lines=lines, raw=raw, total_bytes=_regular_size(raw), name=name)
+    finally:
+        if owned:
+            raw.close()
+
+
+@contextmanager
+def open_output(path: str | Path) -> Iterator[BinaryIO]:
+    """Open ``path`` (or stdout for ``-``) for writing JSON lines; ``.gz`` compresses.
+
+    Output goes to a temporary name beside the target and is renamed at the
+    end, so an interrupted replay never leaves a truncated alerts file that
+    looks complete.
+    """
+    name = str(path)
+    if name == "-":
+        out = sys.stdout.buffer
+        try:
+            yield out
+        finally:
+            try:
+                out.flush()
+            except BrokenPipeError:  # reader went away (| head): not our error
+                pass
+        return
+    target = Path(name)
+    tmp = target.with_name(f".{target.name}.partial")
+    try:
+        fh: BinaryIO = gzip.open(tmp, "wb") if name.endswith(".gz") else open(tmp, "wb")  # type: ignore[assignment]
+    except OSError as exc:
+        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
+    ok = False
+    try:
+        yield fh
+        ok = True
+    finally:
+        fh.close()
+        if ok:
+            os.replace(tmp, target)
+        else:
+            tmp.unlink(missing_ok=True)
+
+
+def write_lines(path: str | Path, records: Iterator[bytes] | list[bytes]) -> int:
+    """Write already-encoded JSON records one per line; returns how many."""
+    n = 0
+    with open_output(path) as fh:
+        for rec in records:
+            fh.write(rec)
+            fh.write(b"\n")
+            n += 1
+    return n
+
+
+__all__ = ["BUFFER_BYTES", "InputError", "LineSource", "open_input", "open_output", "write_lines"]
