@@ -38,6 +38,9 @@ class Inventory:
         self.cohort_sizes: Counter[tuple[str, str]] = Counter()
         #: attribute -> number of hosts that announce it at all.
         self.attribute_hosts: Counter[str] = Counter()
+        #: Bumped whenever a latest announcement changes: caches of cohort membership key on it.
+        self.version = 0
+        self._members: tuple[int, dict[tuple[str, str], frozenset[str]], dict[str, frozenset[str]]] | None = None
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -74,7 +77,28 @@ class Inventory:
             self.cohort_sizes[kv] += 1
         for k in new_latest:
             self.attribute_hosts[k] += 1
+        self.version += 1
         return True
+
+    def members(self) -> tuple[dict[tuple[str, str], frozenset[str]], dict[str, frozenset[str]]]:
+        """Hosts per ``(attribute, value)`` and per attribute (latest announcements).
+
+        O(hosts x attributes) to build, cached until the next change: the
+        correlation detectors need it only when a cohort is about to be
+        reported, to tell nested and confounded cohorts apart.
+        """
+        if self._members is not None and self._members[0] == self.version:
+            return self._members[1], self._members[2]
+        by_pair: dict[tuple[str, str], set[str]] = {}
+        by_attr: dict[str, set[str]] = {}
+        for host, hist in self._hosts.items():
+            for kv in hist.attrs[-1].items():
+                by_pair.setdefault(kv, set()).add(host)
+                by_attr.setdefault(kv[0], set()).add(host)
+        pairs = {k: frozenset(v) for k, v in by_pair.items()}
+        attrs = {k: frozenset(v) for k, v in by_attr.items()}
+        self._members = (self.version, pairs, attrs)
+        return pairs, attrs
 
     def attributes_at(self, host: str, ts_ms: int) -> dict[str, str]:
         """Attributes in force for ``host`` at ``ts_ms`` (the earliest known if none yet)."""

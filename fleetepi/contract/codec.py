@@ -63,6 +63,8 @@ def _decode(decoder: msgspec.json.Decoder, raw: bytes | str) -> object:
         raise _classify(exc, raw if isinstance(raw, bytes) else raw.encode()) from None
     except msgspec.DecodeError as exc:
         raise InvalidMessage("malformed_json", str(exc)) from None
+    except UnicodeDecodeError as exc:  # msgspec lets invalid UTF-8 in strings through as this
+        raise InvalidMessage("malformed_json", f"not valid UTF-8: {exc.reason} at byte {exc.start}") from None
 
 
 def decode_event(raw: bytes | str) -> Event:

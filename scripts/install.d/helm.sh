@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Installs helm (chart lint/template tests) with `go install`, pinned, into a
-# cache directory. Idempotent: skipped when the cached binary already reports
-# the pinned version. Only the Go module proxy is needed (no get.helm.sh).
+# cache directory. Idempotent: skipped when the cached binary was built with
+# the same pins (stamp file). Only the Go module proxy is needed.
 #
 #   FLEETEPI_CACHE  cache root (default ~/.cache/fleetepi); helm lands in $FLEETEPI_CACHE/bin/helm
 #   HELM_VERSION    pinned release (default below); bump it here and nowhere else
+#
+# The -X flags are those of helm's own Makefile: without them `helm version`
+# says v3 without a patch level and `helm template` assumes Kubernetes 1.20
+# (chartutil's fallback), which fails charts with a kubeVersion constraint.
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.21.4}"
+# Kubernetes minor of the k8s.io modules helm $HELM_VERSION is built with (k8s.io/client-go v0.36.x).
+K8S_MINOR="${K8S_MINOR:-36}"
 CACHE="${FLEETEPI_CACHE:-$HOME/.cache/fleetepi}"
 BIN="$CACHE/bin"
 HELM="$BIN/helm"
+STAMP="$BIN/helm.stamp"
+WANT="$HELM_VERSION k8s=1.$K8S_MINOR"
 
-if [ -x "$HELM" ] && "$HELM" version --template '{{.Version}}' 2>/dev/null | grep -qx "$HELM_VERSION"; then
+if [ -x "$HELM" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
   exit 0
 fi
 if ! command -v go >/dev/null; then
@@ -21,9 +29,10 @@ if ! command -v go >/dev/null; then
 fi
 mkdir -p "$BIN"
 echo "install.d/helm: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION -> $HELM"
-# The version stamp goes in with -ldflags so `helm version` reports the pin
-# (go install alone leaves it at the module default).
-GOBIN="$BIN" GOFLAGS="${GOFLAGS:-} -mod=mod" go install \
-  -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-  "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+for pkg in pkg/lint/rules pkg/chartutil; do
+  ldflags+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$K8S_MINOR"
+done
+GOBIN="$BIN" CGO_ENABLED=0 go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+echo "$WANT" > "$STAMP"
 "$HELM" version --short

@@ -1,0 +1,307 @@
+"""One core file in, one ``fleetepi.crash/v1`` event out: the pipeline that ties the parts together.
+
+``analyze_core`` opens (and if need be decompresses) the core, reads its
+notes, walks the crashing thread, symbolizes from verified files, asks
+py-spy for Python frames, computes the crash shape and runs the signature
+rules. It never raises on a damaged core: whatever could be read becomes
+the event, ``partial=True`` with the reasons in ``notes``. The event carries
+every module's build id, so frames can be re-symbolized off the host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from agents.core.decompress import plain_core
+from agents.core.elfcore import CoreFile
+from agents.core.exceptions import CoreParseError
+from agents.core.limits import CoreLimits, Deadline
+from agents.core.mappings import ModuleInfo, ModuleMap, module_name
+from agents.core.notes import AT_ENTRY, signal_name
+from agents.core.pyframes import PyStack, is_cpython, python_stack
+from agents.core.rules import SigFrame, SignatureInput, SignatureRules, generate, load_rules, python_file_key
+from agents.core.shape import Shape, crash_shape
+from agents.core.stackwalk import RawFrame, StackWalker
+from agents.core.symbols import SymbolCache
+from fleetepi.contract import Crash, Frame, Module
+
+log = logging.getLogger(__name__)
+
+_MAX_NOTES = 32
+
+
+@dataclass(slots=True)
+class CoreReport:
+    """The event plus what a human wants beside it (``fleetepi signature``)."""
+
+    crash: Crash
+    shape: Shape
+    registers: dict[str, int] = field(default_factory=dict)
+    frame_trust: list[str] = field(default_factory=list)
+    bitflip_detail: list[str] = field(default_factory=list)
+
+
+class CoreAnalyzer:
+    """Turns cores into crash events; keep one per agent so symbol tables stay cached.
+
+    :param rules: loaded signature rules (default: the shipped lists).
+    :param limits: size and time bounds.
+    :param symbols: symbol table cache (shared across cores).
+    :param use_pyspy: look for Python frames in CPython cores.
+    :param tmp_dir: where compressed cores are decompressed.
+    """
+
+    def __init__(
+        self,
+        rules: SignatureRules | None = None,
+        limits: CoreLimits | None = None,
+        symbols: SymbolCache | None = None,
+        *,
+        use_pyspy: bool = True,
+        tmp_dir: str | None = None,
+    ) -> None:
+        self.rules = rules or load_rules()
+        self.limits = limits or CoreLimits()
+        self.symbols = symbols or SymbolCache()
+        self.use_pyspy = use_pyspy
+        self.tmp_dir = tmp_dir
+
+    def close(self) -> None:
+        self.symbols.close()
+
+    # --- entry points ---------------------------------------------------------
+    def analyze(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        host: str,
+        ts: datetime | None = None,
+        executable: str | None = None,
+        job: str | None = None,
+        core_sha256: str | None = None,
+        compute_sha256: bool = False,
+        extra_notes: list[str] | None = None,
+    ) -> CoreReport:
+        """Analyze one core; never raises for a damaged or foreign file (partial event instead).
+
+        :param executable: where the crashed program's binary is on *this*
+            host, if not at the path the core recorded.
+        :param extra_notes: notes from the caller (e.g. "core cut at the size limit").
+        """
+        ts = ts or datetime.now(timezone.utc)
+        notes = list(extra_notes or [])
+        partial = any(n.startswith("partial:") for n in notes)
+        if compute_sha256 and core_sha256 is None:
+            core_sha256 = _sha256(str(path))
+        try:
+            with plain_core(str(path), self.limits.max_core_bytes, self.tmp_dir) as plain:
+                if plain.truncated_at is not None:
+                    notes.append(f"partial: {plain.compression} core cut at the size limit ({plain.truncated_at} bytes)")
+                    partial = True
+                if plain.error is not None:
+                    notes.append(f"partial: {plain.compression} stream damaged ({plain.error})")
+                    partial = True
+                return self._analyze_plain(plain.path, host, ts, executable, job, core_sha256, notes, partial)
+        except (CoreParseError, OSError) as exc:
+            notes.append(f"partial: unreadable core ({exc})"[:300])
+            crash = Crash(
+                ts=ts,
+                host=host,
+                signature="unknown!unreadable-core",
+                job=job,
+                core_sha256=core_sha256,
+                fault_class="none",
+                shape_flags=[],
+                bitflip_score=0.0,
+                notes=notes[:_MAX_NOTES],
+                partial=True,
+            )
+            return CoreReport(crash, Shape())
+
+    # --- the pipeline --------------------------------------------------------
+    def _analyze_plain(
+        self,
+        path: str,
+        host: str,
+        ts: datetime,
+        executable: str | None,
+        job: str | None,
+        core_sha256: str | None,
+        notes: list[str],
+        partial: bool,
+    ) -> CoreReport:
+        deadline = Deadline(self.limits.parse_timeout_s)
+        with CoreFile(path) as core:
+            for problem in core.problems:
+                notes.append(f"partial: {problem}")
+                partial = True
+            modmap = ModuleMap.from_core(core)
+            main = _main_module(modmap, core.notes.auxv.get(AT_ENTRY))
+            overrides = {main.path: executable} if (main is not None and executable) else {}
+            sym_why: dict[str, str] = {}
+
+            def table_for(mod: ModuleInfo):  # type: ignore[no-untyped-def]
+                table, why = self.symbols.get(mod, overrides.get(mod.path))
+                if why:
+                    sym_why.setdefault(mod.name, why)
+                return table
+
+            def code(addr: int, n: int) -> bytes | None:
+                data = core.read(addr, n)
+                if data is not None:
+                    return data
+                mod = modmap.find(addr)
+                if mod is None:
+                    return None
+                table = table_for(mod)
+                return table.code(addr - mod.base + mod.link_vaddr, n) if table is not None else None
+
+            def function_start(addr: int) -> int | None:
+                mod = modmap.find(addr)
+                table = table_for(mod) if mod is not None else None
+                sym = table.lookup(addr - mod.base + mod.link_vaddr) if (table is not None and mod is not None) else None
+                return None if sym is None or mod is None else sym.start - mod.link_vaddr + mod.base
+
+            regs: dict[str, int] = core.notes.threads[0].regs if core.notes.threads else {}
+            tid = core.notes.threads[0].pid if core.notes.threads else None
+            raw: list[RawFrame] = []
+            if regs:
+                exec_ranges = [(sg.vaddr, sg.end) for sg in core.segments if sg.executable] + modmap.exec_ranges()
+                walker = StackWalker(
+                    core,
+                    code,
+                    function_start,
+                    exec_ranges,
+                    scan_bytes=self.limits.stack_scan_bytes,
+                    max_frames=self.limits.max_frames,
+                )
+                walked = walker.walk(regs, deadline)
+                raw = walked.frames
+                notes.extend(walked.notes)
+            native, sig_native = self._symbolize(raw, modmap, table_for)
+
+            pystack = PyStack([], None)
+            if self.use_pyspy and is_cpython([m.name for m in modmap.modules]) and not deadline.expired:
+                pystack = python_stack(path, tid, timeout_s=min(self.limits.pyspy_timeout_s, max(deadline.remaining_s, 0.1)))
+                if pystack.note:
+                    notes.append(pystack.note)
+            py_frames = [
+                Frame(module=python_file_key(f.file), function=f.function, file=f.file, line=f.line, language="python")
+                for f in pystack.frames
+            ]
+            sig_python = [SigFrame(module=python_file_key(f.file), function=f.function, language="python") for f in pystack.frames]
+
+            rip = regs.get("rip")
+            entry = rip is not None and rip != 0 and function_start(rip) == rip
+            def is_mapped(addr: int) -> bool:
+                return core.is_mapped(addr) or modmap.find(addr) is not None
+
+            def is_executable(addr: int) -> bool:
+                return core.is_executable(addr) or modmap.is_executable(addr)
+
+            shape = crash_shape(regs or None, core.notes.siginfo, is_mapped, is_executable, at_function_entry=entry)
+            if deadline.expired:
+                notes.append("partial: parse timeout; frames may be missing")
+                partial = True
+            if not regs and not partial:
+                partial = True
+            result = generate(
+                SignatureInput(native=sig_native, python=sig_python, partial_reason="partial" if partial else None),
+                self.rules,
+            )
+            shown = {f.module for f in native}
+            notes.extend(f"no symbols for {name}: {why}" for name, why in sorted(sym_why.items()) if name in shown)
+            notes.extend(result.notes)
+            signo = core.notes.siginfo.signo if core.notes.siginfo else (core.notes.threads[0].cursig if core.notes.threads else None)
+            modules = [
+                Module(name=m.name, build_id=m.build_id, base=f"0x{m.base:x}", size=m.end - m.base) for m in modmap.modules
+            ]
+            exe_name = main.name if main is not None else (core.notes.fname or None)
+            crash = Crash(
+                ts=ts,
+                host=host,
+                signature=result.signature[:1024],
+                signal=signal_name(signo) if signo else None,
+                executable=exe_name,
+                fault_address=f"0x{shape.fault_address:x}" if shape.fault_address is not None else None,
+                frames=(py_frames + native)[:256],
+                job=job,
+                core_sha256=core_sha256,
+                si_code=shape.si_code,
+                fault_class=shape.fault_class,  # type: ignore[arg-type]
+                shape_flags=list(shape.flags),
+                bitflip_score=shape.bitflip_score,
+                modules=modules[:512],
+                notes=_dedupe(notes)[:_MAX_NOTES],
+                partial=True if partial else None,
+            )
+            return CoreReport(crash, shape, dict(regs), [f.trust for f in raw], list(shape.bitflip_detail))
+
+    @staticmethod
+    def _symbolize(raw: list[RawFrame], modmap: ModuleMap, table_for) -> tuple[list[Frame], list[SigFrame]]:  # type: ignore[no-untyped-def]
+        frames: list[Frame] = []
+        sig: list[SigFrame] = []
+        for i, rf in enumerate(raw):
+            mod = modmap.find(rf.pc)
+            if mod is None:
+                name = "[null]" if rf.pc == 0 else "[unmapped]"
+                frames.append(Frame(module=name, offset="0x0" if rf.pc == 0 else None, language="native"))
+                sig.append(SigFrame(module=name, offset=0 if rf.pc == 0 else None, unmapped=True))
+                continue
+            offset = rf.pc - mod.base
+            table = table_for(mod)
+            # A return address points after the call; the call itself is one byte back.
+            lookup_at = rf.pc - (1 if i > 0 else 0) - mod.base + mod.link_vaddr
+            sym = table.lookup(lookup_at) if table is not None else None
+            func = sym.name if sym is not None else None
+            frames.append(Frame(module=mod.name, function=func, offset=f"0x{offset:x}", language="native"))
+            sig.append(SigFrame(module=mod.name, function=_clone_base(func), offset=offset))
+        return frames, sig
+
+
+_CLONE = re.compile(r"(\.(cold|part\.\d+|isra\.\d+|constprop\.\d+|lto_priv\.\d+|localalias))+$")
+
+
+def _clone_base(func: str | None) -> str | None:
+    """``foo.cold``/``foo.isra.0``/``foo.part.3`` -> ``foo``: GCC's clones are parts of one
+    function, and which clone a build has depends on flags, not on the bug."""
+    return _CLONE.sub("", func) if func else func
+
+
+def _main_module(modmap: ModuleMap, entry: int | None) -> ModuleInfo | None:
+    if entry:
+        mod = modmap.find(entry)
+        if mod is not None:
+            return mod
+    files = [m for m in modmap.modules if m.path.startswith("/")]
+    return files[0] if files else None
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    return [x for x in items if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def analyze_core(path: str | os.PathLike[str], *, host: str, **kwargs: object) -> CoreReport:
+    """One-shot convenience: a fresh analyzer (no shared symbol cache) for one core."""
+    analyzer = CoreAnalyzer()
+    try:
+        return analyzer.analyze(path, host=host, **kwargs)  # type: ignore[arg-type]
+    finally:
+        analyzer.close()
+
+
+__all__ = ["CoreAnalyzer", "CoreReport", "analyze_core", "module_name"]

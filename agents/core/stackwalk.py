@@ -1,0 +1,223 @@
+"""Unwind the crashing thread from the registers and the stack pages in the core.
+
+Two sources of return addresses, merged:
+
+* **frame pointers** (``rbp`` chain): exact where every function keeps one;
+* **stack scanning**: every 8-byte word above ``rsp`` that lands in an
+  executable mapping *and* is preceded by a call instruction in the module's
+  code. Measured on this project's test cores, scanning recovers whole stacks
+  where the frame-pointer chain loses the frames of libc (built without frame
+  pointers) between the crash and the first user frame.
+
+The walk takes scanned frames below the first valid frame-pointer link (the
+non-FP functions between the crash site and user code), follows the chain,
+and scans on above where the chain breaks. When the crashing function keeps
+a frame pointer itself, words below its frame are stale locals and are not
+taken. Code bytes come from the core when the kernel dumped them, else from
+the module's file on this host (matched by build id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from agents.core.elfcore import CoreFile
+from agents.core.limits import Deadline
+
+#: Reads ``n`` code bytes at a process address, or ``None`` when no source has them.
+CodeReader = Callable[[int, int], "bytes | None"]
+#: Function start (process address) containing a process address, or ``None``.
+FunctionStart = Callable[[int], "int | None"]
+
+_FP_PROLOGUES = (b"\x55\x48\x89\xe5", b"\xf3\x0f\x1e\xfa\x55\x48\x89\xe5")
+
+
+@dataclass(frozen=True, slots=True)
+class RawFrame:
+    """One unwound frame before symbolization.
+
+    :param pc: the instruction pointer (frame 0) or return address (callers).
+    :param trust: ``context`` (registers), ``fp`` (frame-pointer chain) or
+        ``scan`` (stack scanning), like breakpad's frame trust.
+    """
+
+    pc: int
+    trust: str
+
+
+@dataclass(frozen=True, slots=True)
+class WalkResult:
+    frames: list[RawFrame]
+    notes: list[str]
+
+
+def call_before(code: bytes) -> bool:
+    """Whether the bytes just before a return address end with a ``call`` instruction.
+
+    ``code`` is the 7 bytes preceding the return address. Covers ``E8 rel32``
+    and the ``FF /2`` forms compilers emit (register, ``[reg]``,
+    ``[reg+disp8]``, ``[reg+disp32]``, ``[rip+disp32]``, with or without SIB);
+    a REX prefix before ``FF`` does not move the opcode's position from the end.
+    """
+    n = len(code)
+
+    def at(back: int) -> int:
+        return code[n - back] if back <= n else -1
+
+    if at(5) == 0xE8:
+        return True
+    if at(2) == 0xFF:  # FF /2 mod=11 (call reg) or mod=00 without SIB/disp
+        modrm = at(1)
+        if (modrm & 0x38) == 0x10 and ((modrm >> 6) == 3 or ((modrm >> 6) == 0 and (modrm & 7) not in (4, 5))):
+            return True
+    if at(3) == 0xFF:
+        modrm = at(2)
+        if (modrm & 0x38) == 0x10 and (modrm >> 6) == 1 and (modrm & 7) != 4:  # [reg+disp8]
+            return True
+        if (modrm & 0x38) == 0x10 and (modrm >> 6) == 0 and (modrm & 7) == 4:  # [sib]
+            return True
+    if at(4) == 0xFF:
+        modrm = at(3)
+        if (modrm & 0x38) == 0x10 and (modrm >> 6) == 1 and (modrm & 7) == 4:  # [sib+disp8]
+            return True
+    if at(6) == 0xFF:
+        modrm = at(5)
+        if modrm == 0x15:  # [rip+disp32]
+            return True
+        if (modrm & 0x38) == 0x10 and (modrm >> 6) == 2 and (modrm & 7) != 4:  # [reg+disp32]
+            return True
+    if at(7) == 0xFF:
+        modrm = at(6)
+        if (modrm & 0x38) == 0x10 and (modrm >> 6) == 2 and (modrm & 7) == 4:  # [sib+disp32]
+            return True
+    return False
+
+
+class StackWalker:
+    """Unwinds one thread.
+
+    :param core: the open core.
+    :param code: reader of code bytes (core first, then the module file).
+    :param function_start: start of the function around an address, for the
+        frame-pointer prologue test of frame 0 (``None`` when unknown).
+    :param exec_ranges: ``[start, end)`` of executable memory: the core's
+        ``PF_X`` segments and the modules' executable loads (gdb's gcore
+        leaves unmodified text out of the core, so both are needed).
+    :param scan_bytes: how far above ``rsp`` to look.
+    :param max_frames: frames returned at most.
+    """
+
+    def __init__(
+        self,
+        core: CoreFile,
+        code: CodeReader,
+        function_start: FunctionStart,
+        exec_ranges: list[tuple[int, int]],
+        *,
+        scan_bytes: int = 256 * 1024,
+        max_frames: int = 64,
+    ) -> None:
+        self.core = core
+        self.code = code
+        self.function_start = function_start
+        self.scan_bytes = scan_bytes
+        self.max_frames = max_frames
+        ranges = sorted(exec_ranges)
+        self._x_starts = np.array([s for s, _e in ranges], dtype=np.uint64)
+        self._x_ends = np.array([e for _s, e in ranges], dtype=np.uint64)
+        self.unverified = 0
+
+    # --- return-address test ---------------------------------------------
+    def _is_executable(self, addr: int) -> bool:
+        i = int(np.searchsorted(self._x_starts, np.uint64(addr), side="right")) - 1
+        return i >= 0 and addr < int(self._x_ends[i])
+
+    def _is_return(self, addr: int) -> bool:
+        if not self._is_executable(addr) or not self._is_executable(addr - 1):
+            return False  # the call must end inside code, so a range start is never a return address
+        code = self.code(addr - 7, 7)
+        if code is None:
+            self.unverified += 1  # no code to check: trust the executable mapping alone
+            return True
+        return call_before(code)
+
+    # --- the walk ---------------------------------------------------------
+    def walk(self, regs: dict[str, int], deadline: Deadline | None = None) -> WalkResult:
+        notes: list[str] = []
+        pc, sp, bp = regs["rip"], regs["rsp"], regs["rbp"]
+        frames = [RawFrame(pc, "context")]
+        seg = self.core.segment_at(sp)
+        if seg is None:
+            notes.append(f"stack pointer 0x{sp:x} is outside every mapping: no stack to walk")
+            return WalkResult(frames, notes)
+        base = (sp + 7) & ~7
+        stack = self.core.readable_span(base, self.scan_bytes)
+        if not stack:
+            notes.append("the stack pages are not in the core (truncated or filtered): no caller frames")
+            return WalkResult(frames, notes)
+        words = np.frombuffer(stack[: len(stack) // 8 * 8], dtype="<u8")
+
+        def word(addr: int) -> int | None:
+            i = (addr - base) >> 3
+            return int(words[i]) if 0 <= i < len(words) and (addr - base) % 8 == 0 else None
+
+        # Scan: every word inside an executable mapping, then the call test (few candidates).
+        idx = np.searchsorted(self._x_starts, words, side="right") - 1
+        inside = (idx >= 0) & (words < self._x_ends[np.clip(idx, 0, None)]) if len(self._x_starts) else np.zeros(len(words), bool)
+        scanned: list[tuple[int, int]] = []  # (slot address, return address)
+        for i in np.flatnonzero(inside):
+            if deadline is not None and deadline.expired:
+                notes.append("parse timeout during stack scan: stack cut short")
+                break
+            ret = int(words[i])
+            if self._is_return(ret):
+                scanned.append((base + 8 * int(i), ret))
+                if len(scanned) >= 4 * self.max_frames:
+                    break
+
+        # Frame-pointer chain.
+        chain: list[tuple[int, int]] = []
+        end_of_stack = base + 8 * len(words)
+        cur = bp
+        while len(chain) < self.max_frames and base <= cur < end_of_stack - 8 and cur % 8 == 0:
+            ret, nxt = word(cur + 8), word(cur)
+            if ret is None or nxt is None or not self._is_return(ret):
+                break
+            chain.append((cur + 8, ret))
+            if nxt == 0 or nxt <= cur:
+                break
+            cur = nxt
+
+        if chain:
+            first_slot = chain[0][0]
+            own_frame = self._has_fp_prologue(pc)
+            if not own_frame:
+                frames += [RawFrame(r, "scan") for s, r in scanned if s < first_slot]
+            frames += [RawFrame(r, "fp") for _s, r in chain]
+            last_slot = chain[-1][0]
+            tail = [RawFrame(r, "scan") for s, r in scanned if s > last_slot]
+            if tail:
+                notes.append(f"frame-pointer chain ended after {len(chain)} links; {len(tail)} more frames by stack scan")
+            frames += tail
+        else:
+            frames += [RawFrame(r, "scan") for _s, r in scanned]
+            notes.append("no frame-pointer chain: all caller frames from stack scanning")
+        if self.unverified:
+            notes.append(f"{self.unverified} scanned return addresses unverified (no code bytes for their module)")
+        if len(frames) > self.max_frames:
+            notes.append(f"stack cut at {self.max_frames} frames")
+            frames = frames[: self.max_frames]
+        return WalkResult(frames, notes)
+
+    def _has_fp_prologue(self, pc: int) -> bool:
+        start = self.function_start(pc)
+        if start is None or pc < start + 4:
+            return False
+        head = self.code(start, 8)
+        return head is not None and any(head.startswith(p) for p in _FP_PROLOGUES)
+
+
+__all__ = ["CodeReader", "FunctionStart", "RawFrame", "StackWalker", "WalkResult", "call_before"]

@@ -1,0 +1,133 @@
+"""Dedup at the source: a flood of identical lines becomes a few counted events.
+
+A real report had 800k Xid lines with 29 distinct messages; publishing each
+would swamp the broker and the detectors for no information. Within one
+interval, the first event of a key ``(kind, device, code, message
+template)`` goes out at once (an on-call sees the first Xid without delay);
+the repeats are only counted and leave as one event with ``count`` = the
+number of repeats when the interval closes. The counts always add up to the
+number of lines, so rates computed downstream stay exact.
+
+The template replaces numbers and hex words, so "GPC 7, TPC 7" and "GPC 1,
+TPC 0" are one key. Distinct keys per interval are capped; past the cap,
+new keys of a (kind, device, code) fold into one ``*`` key so memory stays
+bounded under any flood.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import msgspec
+
+from fleetepi.contract import Telemetry, ts_from_ms
+
+_HEXNUM = re.compile(r"0x[0-9a-fA-F]+")
+_HEXWORD = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}\b")
+_NUM = re.compile(r"\d+")
+
+OVERFLOW_TEMPLATE = "*"
+
+
+def template(message: str | None) -> str:
+    """The message with numbers, hex values and ids replaced: the dedup key part."""
+    if not message:
+        return ""
+    return _NUM.sub("#", _HEXWORD.sub("?", _HEXNUM.sub("<hex>", message)))
+
+
+Key = tuple[str, str | None, int | None, str]
+
+
+@dataclass
+class _Slot:
+    first: Telemetry
+    repeats: int = 0
+    last_ms: int = 0
+
+
+class Deduplicator:
+    """Counts repeats of an event per key and interval.
+
+    :param interval_s: length of one counting interval (seconds).
+    :param max_keys: distinct keys kept per interval before folding into ``*``.
+    """
+
+    def __init__(self, interval_s: float = 10.0, max_keys: int = 1024) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be > 0")
+        self.interval_ms = int(interval_s * 1000)
+        self.max_keys = max_keys
+        self._slots: dict[Key, _Slot] = {}
+        self._window_start_ms: int | None = None
+        self.suppressed_total = 0
+
+    def offer(self, event: Telemetry, now_ms: int) -> Telemetry | None:
+        """The event to publish now, or None when it only adds to a count."""
+        if self._window_start_ms is None:
+            self._window_start_ms = now_ms
+        key: Key = (event.kind, event.device, event.code, template(event.message))
+        slot = self._slots.get(key)
+        if slot is None and len(self._slots) >= self.max_keys:
+            key = (event.kind, event.device, event.code, OVERFLOW_TEMPLATE)
+            slot = self._slots.get(key)
+            if slot is None:
+                self._slots[key] = _Slot(first=event, repeats=event.n, last_ms=now_ms)
+                self.suppressed_total += event.n
+                return None
+        if slot is None:
+            self._slots[key] = _Slot(first=event, last_ms=now_ms)
+            return event
+        slot.repeats += event.n
+        slot.last_ms = now_ms
+        self.suppressed_total += event.n
+        return None
+
+    def due(self, now_ms: int) -> bool:
+        return self._window_start_ms is not None and now_ms - self._window_start_ms >= self.interval_ms
+
+    def flush(self, now_ms: int, force: bool = False) -> list[Telemetry]:
+        """Counted events for the repeats of a closed interval (``force``: close it now)."""
+        if not self._slots or not (force or self.due(now_ms)):
+            if not self._slots and self.due(now_ms):
+                self._window_start_ms = None
+            return []
+        out = [
+            msgspec.structs.replace(slot.first, count=slot.repeats, ts=ts_from_ms(slot.last_ms))
+            for slot in self._slots.values()
+            if slot.repeats > 0
+        ]
+        self._slots.clear()
+        self._window_start_ms = None
+        return out
+
+
+@dataclass
+class CounterDeltas:
+    """Deltas of monotonic hardware counters (EDAC, NVML ECC, remapped rows).
+
+    The first reading of a counter is a baseline and yields nothing: a total
+    that accumulated before the agent started has no event time, and
+    publishing it as "now" would fake a spike. A reading below the previous
+    one means the counter was reset (driver reload, reboot, ``echo 0 >
+    reset_counters``); the new value is then the delta since the reset.
+    """
+
+    def __post_init__(self) -> None:
+        self._last: dict[tuple[str, ...], int] = {}
+        self.resets = 0
+
+    def update(self, key: tuple[str, ...], value: int) -> int | None:
+        """Increase since the last reading of ``key`` (None on the first reading)."""
+        last = self._last.get(key)
+        self._last[key] = value
+        if last is None:
+            return None
+        if value < last:
+            self.resets += 1
+            return value
+        return value - last
+
+
+__all__ = ["CounterDeltas", "Deduplicator", "OVERFLOW_TEMPLATE", "template"]

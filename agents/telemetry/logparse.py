@@ -1,0 +1,141 @@
+"""Kernel-log line -> telemetry fields, or a named reason for not being one.
+
+Every line gets an outcome: a :class:`Parsed` (kind, code, device, message,
+severity, action) or a :class:`Rejected` with a reason from the rules (e.g.
+``nvrm_info``, ``ghes_detail``) or ``no_rule``. Nothing is dropped without a
+name, which is what lets a test hold every real line in
+``tests/agents/data/`` to an expected outcome.
+
+The parser is stateful only in one bounded way: it remembers the last
+``(family, code, device)`` it emitted per line window, because one GPU
+falling off the bus is logged twice (``Xid 79`` and "GPU has fallen off the
+bus") by some drivers and once by others, and must count once either way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agents.telemetry.rules import LogRule, load_rules
+from agents.telemetry.xid import XidCatalog, load_catalog, normalize_pci
+
+MAX_MESSAGE_CHARS = 1024
+
+# Prefixes that loggers put before the kernel's text, tried repeatedly: a
+# syslog line can wrap a dmesg timestamp.
+_PREFIXES = (
+    re.compile(r"^\d+,\d+,\d+,[^;]*;"),  # /dev/kmsg record header
+    re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg [  12.345678]
+    re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ [\d:]+ \d{4}\]\s*"),  # dmesg -T
+    re.compile(r"^kern\s*:\s*\w+\s*:\s*\S+\s+"),  # dmesg -x --time-format iso
+    re.compile(r"^\S+ +\d{1,2} \d\d:\d\d:\d\d +(?:(?!kernel:)[\w.\-]+ +)?[\w.\-]+(?:\[\d+\])?: "),  # syslog, any month language
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:[\w.\-]+\s+)?[\w.\-]+(?:\[\d+\])?: "),  # ISO syslog
+)
+_SEV_TEXT = re.compile(r"\b(Fatal|Non-fatal|Nonfatal)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    rule: str
+    kind: str
+    code: int | None
+    device: str | None
+    message: str
+    severity: str | None
+    action: str | None
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Rejected:
+    rule: str | None
+    reason: str
+
+
+Outcome = Parsed | Rejected
+
+
+def strip_prefix(line: str) -> str:
+    """The kernel's own text, without kmsg/dmesg/syslog/journal prefixes."""
+    text = line.rstrip("\r\n")
+    for _ in range(4):
+        for rx in _PREFIXES:
+            m = rx.match(text)
+            if m:
+                text = text[m.end():]
+                break
+        else:
+            break
+    return text.strip(" ")
+
+
+class KernelLogParser:
+    """Turns kernel-log lines into :class:`Outcome`; one instance per stream.
+
+    :param rules: compiled rules (default: the shipped ``rules.json``).
+    :param catalog: Xid catalog for severity and action (default: the shipped TSV).
+    """
+
+    def __init__(self, rules: Sequence[LogRule] | None = None, catalog: XidCatalog | None = None) -> None:
+        self.rules = tuple(rules) if rules is not None else load_rules()
+        self.catalog = catalog if catalog is not None else load_catalog()
+        self._lineno = 0
+        self._recent: deque[tuple[int, tuple[str, int | None, str | None]]] = deque(maxlen=256)
+
+    def parse(self, line: str) -> Outcome:
+        self._lineno += 1
+        text = strip_prefix(line)
+        if not text:
+            return Rejected(None, "empty")
+        for rule in self.rules:
+            m = rule.pattern.search(text)
+            if m is None:
+                continue
+            if rule.reject:
+                return Rejected(rule.name, rule.reject)
+            return self._emit(rule, m, text)
+        return Rejected(None, "no_rule")
+
+    def _emit(self, rule: LogRule, m: re.Match[str], text: str) -> Outcome:
+        groups = m.groupdict()
+        code = rule.code
+        if code is None and groups.get("code"):
+            code = int(groups["code"])
+        if rule.device:
+            device: str | None = rule.device.format(**{k: (v or "") for k, v in groups.items()})
+        elif groups.get("device"):
+            device = normalize_pci(groups["device"])
+        else:
+            device = None
+        msg = (groups.get("msg") or text).strip().rstrip(".")
+        if rule.reason:
+            msg = f"{rule.reason}: {msg}"
+        if groups.get("switch"):
+            msg = f"{groups['switch']}: {msg}"
+        severity, action = rule.severity, rule.action
+        if rule.catalog == "xid" and code is not None:
+            info = self.catalog.get(code)
+            if info is not None:
+                severity = severity or info.severity
+                action = action or info.action
+                if not msg:
+                    msg = info.description
+        if rule.severity_from_text and severity is None:
+            sm = _SEV_TEXT.search(msg)
+            if sm:
+                severity = "critical" if sm.group(1).lower() == "fatal" else "warning"
+        count = int(groups["count"]) if groups.get("count") else 1
+        if rule.family:
+            key = (rule.family, code, device)
+            if rule.unless_recent and any(
+                k == key and self._lineno - n <= rule.unless_recent.window_lines for n, k in self._recent
+            ):
+                return Rejected(rule.name, rule.unless_recent.reason)
+            self._recent.append((self._lineno, key))
+        return Parsed(rule.name, rule.kind or "other", code, device, msg[:MAX_MESSAGE_CHARS], severity, action, count)
+
+
+__all__ = ["KernelLogParser", "Outcome", "Parsed", "Rejected", "strip_prefix"]

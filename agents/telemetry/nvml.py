@@ -1,0 +1,225 @@
+"""NVML: GPU ECC counters, retired pages, row remapping, temperature, throttle reasons.
+
+``pynvml`` (the ``nvidia-ml-py`` package) is imported lazily, only when an
+``nvml`` source or the inventory asks for it, and any module with the same
+names can be injected instead: :class:`agents.telemetry.fakenvml.FakeNvml`
+in tests, since CI has no GPU. Every NVML failure is translated here, once:
+no library / no driver / no GPU turns the source off with one message
+(:class:`NvmlUnavailable`); a feature a GPU does not support
+(``NVMLError_NotSupported``) is switched off for that GPU only; a GPU that
+falls off the bus (``NVMLError_GpuIsLost``) is itself an event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agents.exceptions import NvmlUnavailable
+from agents.sources.registry import register
+from agents.telemetry.dedup import CounterDeltas
+from agents.telemetry.thermal import ThermalTracker, Thresholds
+from agents.telemetry.xid import normalize_pci
+from fleetepi.contract import Telemetry, ts_from_ms
+
+log = logging.getLogger(__name__)
+
+#: Throttle-reason bits worth an event (the rest: idle, app clocks, sync boost).
+BAD_THROTTLE = {
+    "nvmlClocksThrottleReasonHwSlowdown": "hw_slowdown",
+    "nvmlClocksThrottleReasonSwThermalSlowdown": "sw_thermal_slowdown",
+    "nvmlClocksThrottleReasonHwThermalSlowdown": "hw_thermal_slowdown",
+    "nvmlClocksThrottleReasonHwPowerBrakeSlowdown": "hw_power_brake",
+}
+
+
+def import_nvml() -> Any:
+    """The real ``pynvml`` module, or :class:`NvmlUnavailable` saying why not."""
+    try:
+        import pynvml
+    except ImportError:
+        raise NvmlUnavailable("nvidia-ml-py is not installed (pip install nvidia-ml-py)") from None
+    return pynvml
+
+
+def text(value: Any) -> str:
+    """NVML strings are ``bytes`` in old bindings and ``str`` in new ones."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def start(nvml: Any | None) -> Any:
+    """``nvmlInit`` with every "no GPU here" error turned into :class:`NvmlUnavailable`."""
+    nvml = nvml if nvml is not None else import_nvml()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError_LibraryNotFound:
+        raise NvmlUnavailable("no NVIDIA driver: libnvidia-ml.so not found") from None
+    except nvml.NVMLError_DriverNotLoaded:
+        raise NvmlUnavailable("NVIDIA driver not loaded") from None
+    except nvml.NVMLError_NoPermission:
+        raise NvmlUnavailable("no permission to use NVML") from None
+    except nvml.NVMLError as exc:
+        raise NvmlUnavailable(f"nvmlInit failed: {exc}") from None
+    try:
+        count = nvml.nvmlDeviceGetCount()
+    except nvml.NVMLError as exc:
+        raise NvmlUnavailable(f"cannot count GPUs: {exc}") from None
+    if count == 0:
+        nvml.nvmlShutdown()
+        raise NvmlUnavailable("NVML sees no GPU")
+    return nvml
+
+
+@dataclass
+class Gpu:
+    index: int
+    handle: Any
+    device: str
+    unsupported: set[str] = field(default_factory=set)
+    lost: bool = False
+    throttle: int = 0
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+def gpus(nvml: Any) -> list[Gpu]:
+    out = []
+    for i in range(nvml.nvmlDeviceGetCount()):
+        h = nvml.nvmlDeviceGetHandleByIndex(i)
+        try:
+            device = normalize_pci(text(nvml.nvmlDeviceGetPciInfo(h).busId))
+        except nvml.NVMLError:
+            device = f"gpu{i}"
+        out.append(Gpu(i, h, device))
+    return out
+
+
+@register("nvml")
+class NvmlSource:
+    """GPU health from NVML.
+
+    :param nvml: the NVML module (default: ``pynvml``, imported here; tests pass a FakeNvml).
+    :param sample_interval_s: periodic temperature sample per GPU (0 = crossings only).
+    :param temp_warn_c: warning threshold; default: the GPU's own slowdown threshold minus 5 °C.
+    :param temp_crit_c: critical threshold; default: the GPU's slowdown threshold.
+    :param ecc_counter: "volatile" (since driver load) or "aggregate" (lifetime).
+    """
+
+    kind: ClassVar[str] = "nvml"
+
+    def __init__(self, host: str, nvml: Any | None = None, sample_interval_s: float = 300.0,
+                 temp_warn_c: float | None = None, temp_crit_c: float | None = None,
+                 ecc_counter: str = "volatile") -> None:
+        if ecc_counter not in ("volatile", "aggregate"):
+            raise ValueError("ecc_counter must be 'volatile' or 'aggregate'")
+        self.host = host
+        self.nvml = start(nvml)
+        self.counter_type = self.nvml.NVML_VOLATILE_ECC if ecc_counter == "volatile" else self.nvml.NVML_AGGREGATE_ECC
+        self.gpus = gpus(self.nvml)
+        for g in self.gpus:
+            g.thresholds = self._thresholds(g, temp_warn_c, temp_crit_c)
+        self.deltas = CounterDeltas()
+        self.thermal = ThermalTracker(host, sample_interval_s)
+        self._throttle_fn = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            self.nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+
+    def _thresholds(self, g: Gpu, warn: float | None, crit: float | None) -> Thresholds:
+        slowdown = None
+        try:
+            slowdown = float(self.nvml.nvmlDeviceGetTemperatureThreshold(g.handle, self.nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN))
+        except self.nvml.NVMLError:
+            pass
+        return Thresholds(
+            warn_c=warn if warn is not None else (slowdown - 5 if slowdown else None),
+            crit_c=crit if crit is not None else slowdown,
+        )
+
+    def _call(self, g: Gpu, feature: str, fn: str, *args: Any) -> Any:
+        """One NVML call for one GPU; None when unsupported (remembered) or failed."""
+        if feature in g.unsupported:
+            return None
+        try:
+            return getattr(self.nvml, fn)(g.handle, *args)
+        except self.nvml.NVMLError_NotSupported:
+            g.unsupported.add(feature)
+            log.info("NVML: %s not supported on GPU %s", feature, g.device)
+        except self.nvml.NVMLError_GpuIsLost:
+            raise
+        except (self.nvml.NVMLError, AttributeError) as exc:
+            log.debug("NVML: %s failed on GPU %s: %s", fn, g.device, exc)
+        return None
+
+    def _event(self, now_ms: int, g: Gpu, kind: str, message: str, **kw: Any) -> Telemetry:
+        return Telemetry(ts=ts_from_ms(now_ms), host=self.host, kind=kind, device=g.device, message=message, **kw)  # type: ignore[arg-type]
+
+    def _delta(self, now_ms: int, g: Gpu, key: str, total: int | None, kind: str, message: str, sev: str) -> list[Telemetry]:
+        if total is None:
+            return []
+        d = self.deltas.update((g.device, key), int(total))
+        return [self._event(now_ms, g, kind, message, count=d, severity=sev)] if d else []
+
+    def poll_gpu(self, g: Gpu, now_ms: int) -> list[Telemetry]:
+        n = self.nvml
+        out: list[Telemetry] = []
+        out += self._delta(now_ms, g, "ecc_ce", self._call(g, "ecc", "nvmlDeviceGetTotalEccErrors", n.NVML_MEMORY_ERROR_TYPE_CORRECTED, self.counter_type),
+                           "ecc_corrected", "NVML corrected ECC errors", "info")
+        out += self._delta(now_ms, g, "ecc_ue", self._call(g, "ecc", "nvmlDeviceGetTotalEccErrors", n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, self.counter_type),
+                           "ecc_uncorrected", "NVML uncorrected ECC errors", "critical")
+        for cause, key, kind in ((n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, "sbe", "ecc_corrected"),
+                                 (n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, "dbe", "ecc_uncorrected")):
+            pages = self._call(g, "retired_pages", "nvmlDeviceGetRetiredPages", cause)
+            out += self._delta(now_ms, g, f"retired_{key}", None if pages is None else len(pages), kind,
+                               f"page retired ({'multiple single-bit' if key == 'sbe' else 'double-bit'} ECC)", "warning")
+        rows = self._call(g, "remapped_rows", "nvmlDeviceGetRemappedRows")
+        if rows is not None:
+            corr, unc, pending, failure = rows
+            out += self._delta(now_ms, g, "remap_corr", corr, "ecc_corrected", "row remapped (correctable error)", "warning")
+            out += self._delta(now_ms, g, "remap_unc", unc, "ecc_uncorrected", "row remapped (uncorrectable error)", "critical")
+            if self.deltas.update((g.device, "remap_pending"), int(bool(pending))) == 1:
+                out.append(self._event(now_ms, g, "other", "row remapping pending: reset the GPU", severity="critical", action="RESET_GPU"))
+            if self.deltas.update((g.device, "remap_failure"), int(bool(failure))) == 1:
+                out.append(self._event(now_ms, g, "other", "row remapping failed", severity="critical", action="CONTACT_SUPPORT"))
+        temp = self._call(g, "temperature", "nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU)
+        if temp is not None:
+            out += self.thermal.update(g.device, float(temp), g.thresholds, now_ms)
+        if self._throttle_fn is not None and "throttle" not in g.unsupported:
+            try:
+                mask = int(self._throttle_fn(g.handle))
+            except n.NVMLError_NotSupported:
+                g.unsupported.add("throttle")
+                mask = 0
+            except n.NVMLError_GpuIsLost:
+                raise
+            except n.NVMLError:
+                mask = g.throttle
+            new = mask & ~g.throttle
+            g.throttle = mask
+            for const, name in BAD_THROTTLE.items():
+                bit = getattr(n, const, 0)
+                if bit and new & bit:
+                    out.append(self._event(now_ms, g, "thermal", f"clocks throttled: {name}", severity="warning",
+                                           value=float(temp) if temp is not None else None))
+        return out
+
+    def poll(self, now_ms: int) -> Iterable[Telemetry]:
+        out: list[Telemetry] = []
+        for g in self.gpus:
+            try:
+                out.extend(self.poll_gpu(g, now_ms))
+                g.lost = False
+            except self.nvml.NVMLError_GpuIsLost:
+                if not g.lost:
+                    g.lost = True
+                    out.append(self._event(now_ms, g, "xid", "NVML: GPU is lost (fallen off the bus)", code=79,
+                                           severity="critical", action="RESTART_BM"))
+        return out
+
+    def close(self) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:  # shutdown of a dead driver must not stop the agent  # noqa: BLE001
+            pass
+
+
+__all__ = ["BAD_THROTTLE", "Gpu", "NvmlSource", "gpus", "import_nvml", "start", "text"]

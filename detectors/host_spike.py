@@ -1,0 +1,125 @@
+"""host_spike: one host crashes far above its peers (a sick host).
+
+Keyed by host (partition key ``host``). The count is the host's crashes in
+the window, any signature; a crash with an *odd shape* (a bit-flip score, a
+non-canonical fault address, a misaligned stack pointer: ``Crash.shape_flags``)
+weighs ``host_odd_weight`` units, because silent CPU or memory corruption
+shows exactly that: many different signatures, odd shapes, on one host. The
+peers are the fleet and the hosts sharing each attribute value (see
+``detectors.peers``), so a fleet-wide or rack-wide wave pages nobody here.
+
+Hardware errors of the host (Xid, uncorrectable ECC, NVLink, PCIe) are
+collected as evidence for the alert's notes; ``telemetry_host`` pages on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from detectors.config import DetectorConfig
+from detectors.inventory import Inventory
+from detectors.peers import peer_spike_from_config
+from detectors.stats import score_of
+from detectors.windows import Ring
+from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
+
+#: Fault classes that no ordinary software bug produces on x86-64.
+ODD_FAULT_CLASSES = frozenset({"non_canonical"})
+
+
+def odd_shape(crash: Crash, bitflip_min: float) -> bool:
+    """Does this crash look like bad silicon rather than bad code?
+
+    The founding case: stack pointers not 16-byte aligned and fault
+    addresses one bit from a valid pointer, all from one host whose CPU
+    miscomputed. The agent flags them (``misaligned_sp``, ``bit_flip_address``),
+    scores bit flips, and classes non-canonical addresses.
+    """
+    if crash.shape_flags:
+        for f in crash.shape_flags:
+            if f != "return_to_null":  # a return to NULL is the software race, not silicon
+                return True
+    if crash.bitflip_score is not None and crash.bitflip_score >= bitflip_min:
+        return True
+    return crash.fault_class in ODD_FAULT_CLASSES
+
+
+class HostSpike:
+    """Fires once per episode when a host's (odd-weighted) crash count stands out against its peers."""
+
+    name: ClassVar[str] = "host_spike"
+    state_version: ClassVar[str] = "host_spike/1"
+
+    def __init__(self, config: DetectorConfig) -> None:
+        c = config
+        self.config = c
+        self.core = peer_spike_from_config(c, window_s=c.host_window_s, alpha=c.host_alpha,
+                                           resolve_alpha=c.host_resolve_alpha, min_count=c.host_min_crashes,
+                                           min_ratio=c.host_min_ratio, floor_per_h=c.host_floor_per_h,
+                                           make_alert=self._alert)
+        self._hw_kinds = frozenset(c.hw_error_kinds)
+        self._bucket_ms = int(c.bucket_s * 1000)
+        self._n = self.core.n
+        #: host -> hardware errors in the window (evidence only).
+        self.hw: dict[str, Ring] = {}
+
+    def route(self, event: Crash | Telemetry) -> str | None:
+        if type(event) is Crash:
+            return event.host
+        if event.kind in self._hw_kinds:  # type: ignore[union-attr]
+            return event.host
+        return None
+
+    def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
+        if type(event) is Crash:
+            w = self.config.host_odd_weight if odd_shape(event, self.config.host_bitflip_min) else 1.0
+            return self.core.observe(event.host, "crash", w, ts_ms, inventory, label=event.signature,
+                                     odd=w if w != 1.0 else 0.0)
+        ring = self.hw.get(event.host)
+        if ring is None:
+            ring = self.hw[event.host] = Ring(self._n)
+        ring.add(ts_ms // self._bucket_ms, float(min(event.n, self.config.tel_max_n)))  # type: ignore[union-attr]
+        return []
+
+    def _alert(self, host: str, channel: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
+               notes: list[str], evidence: dict[str, Any]) -> Alert:
+        w = self.core.window_s
+        if state == "firing":
+            ring = self.hw.get(host)
+            hw = ring.total_at(ts_ms // self._bucket_ms) if ring is not None else 0.0
+            n_sigs, odd = int(evidence.get("labels", 0)), evidence.get("odd", 0.0)
+            odd_n = odd / self.config.host_odd_weight if self.config.host_odd_weight else 0.0
+            sick = n_sigs >= 3 and odd_n >= 2
+            what = "likely silent CPU/memory corruption: drain and test it" if sick else "crashing far above its peers"
+            summary = (f"host {host} {what}: {obs:g} crash units in {w / 60:g} min vs {exp:.2g} per peer, "
+                       f"{n_sigs} distinct signatures, {odd_n:g} odd-shaped crashes, {hw:g} hardware errors")
+            notes = notes + [f"evidence: {n_sigs} distinct signatures in the window; {odd_n:g} crashes with odd "
+                             f"shapes (bit flips, non-canonical address, misaligned stack) weighted "
+                             f"x{self.config.host_odd_weight:g}; {hw:g} hardware errors "
+                             f"({', '.join(sorted(self._hw_kinds))})"]
+        else:
+            summary = f"host {host} back in line with its peers"
+        return Alert(ts=ts_from_ms(ts_ms), kind="host_spike", state=state,  # type: ignore[arg-type]
+                     host=host, score=score_of(p) if p is not None else 0.0, p_value=p, observed=obs,
+                     expected=round(exp, 6), relative_risk=(obs / exp if exp > 0 else None), window_s=w,
+                     summary=summary, notes=notes)
+
+    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
+        out = self.core.advance(watermark_ms)
+        cutoff = watermark_ms // self._bucket_ms - self._n
+        for h in [h for h, r in self.hw.items() if r.head <= cutoff]:
+            del self.hw[h]
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"core": self.core.dump(), "hw": {h: r.dump() for h, r in self.hw.items()}}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.core.load(state["core"])
+        self.hw = {str(h): Ring.load(r) for h, r in state["hw"].items()}
+
+    def counts(self) -> dict[str, float]:
+        return self.core.counts()
+
+
+__all__ = ["HostSpike", "odd_shape"]

@@ -1,0 +1,148 @@
+"""Pure statistics shared by every detector: count tests, risk ratios, FDR.
+
+Why these tests:
+
+* Crash counts are overdispersed (one bad deploy, one crash-looping job), so
+  a plain Poisson test pages on ordinary bad hours. The negative binomial
+  with mean ``mu`` and size ``r`` (variance ``mu + mu**2 / r``) widens the
+  tail where the mean is large and stays Poisson-like where it is small.
+* Cohort concentration is a one-sided binomial test: of ``n`` distinct
+  affected hosts, how surprising is it that ``k`` or more have
+  ``attribute == value`` when such hosts are a share ``p`` of the fleet.
+* Relative risk is what an on-call person reads ("12x more likely on BIOS
+  2.4"), with a Katz log interval so it is honest when counts are small.
+* Benjamini-Hochberg controls the share of false cohorts among the ones
+  reported, which is the right error for "which attribute values stand out".
+
+The hot path never calls scipy: ``nb_threshold`` is memoized on a
+logarithmic grid of means, so a per-key threshold costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+from scipy import stats as _st
+
+#: Log-spacing of the memoized means (1 %): thresholds are integers, so this
+#: changes a threshold only where the exact mean sits on a step.
+_GRID = 100.0
+
+
+def nb_sf(k: float, mu: float, size: float) -> float:
+    """P(X >= k) for a negative binomial with mean ``mu`` and size ``size``.
+
+    ``size`` = inf (or <= 0 meaning "no overdispersion") falls back to Poisson.
+    """
+    if k <= 0:
+        return 1.0
+    mu = max(mu, 1e-9)
+    kk = math.ceil(k) - 1
+    if size <= 0 or math.isinf(size):
+        return float(_st.poisson.sf(kk, mu))
+    return float(_st.nbinom.sf(kk, size, size / (size + mu)))
+
+
+def _nb_quantile_exact(mu: float, size: float, alpha: float) -> int:
+    """Smallest integer k with P(X >= k) <= alpha."""
+    mu = max(mu, 1e-9)
+    if size <= 0 or math.isinf(size):
+        k = int(_st.poisson.isf(alpha, mu)) + 1
+    else:
+        k = int(_st.nbinom.isf(alpha, size, size / (size + mu))) + 1
+    # isf on a discrete law can be off by one at the step; settle it exactly.
+    while k > 1 and nb_sf(k - 1, mu, size) <= alpha:
+        k -= 1
+    while nb_sf(k, mu, size) > alpha:
+        k += 1
+    return max(k, 1)
+
+
+@lru_cache(maxsize=65536)
+def _nb_threshold_cached(grid: int, size: float, alpha: float) -> int:
+    return _nb_quantile_exact(math.exp(grid / _GRID), size, alpha)
+
+
+def nb_threshold(mu: float, size: float, alpha: float) -> int:
+    """Smallest count that is significant at ``alpha`` (one-sided) for mean ``mu``.
+
+    Rounded *up* on a 1 % grid of means (conservative), memoized: O(1).
+    """
+    if mu <= 1e-6:
+        mu = 1e-6
+    return _nb_threshold_cached(math.ceil(math.log(mu) * _GRID), float(size), float(alpha))
+
+
+def binom_sf(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if n <= 0 or k > n:
+        return 0.0 if k > n else 1.0
+    p = min(max(p, 0.0), 1.0)
+    return float(_st.binom.sf(k - 1, n, p))
+
+
+def binom_prefilter(k: int, n: int, p: float, z: float = 2.0) -> bool:
+    """Cheap normal-approximation screen: is ``k`` of ``n`` possibly significant?
+
+    Only pairs that pass are tested exactly, so the hot path stays scipy-free.
+    """
+    mean = n * p
+    return k > mean + z * math.sqrt(max(mean * (1.0 - p), 1e-12))
+
+
+def relative_risk(a: int, n1: int, c: int, n0: int, z: float = 1.96) -> tuple[float, float, float]:
+    """Risk ratio of cases in the exposed (``a`` of ``n1``) vs unexposed (``c`` of ``n0``) hosts.
+
+    Katz log interval; a Haldane 0.5 correction when a cell is empty, so a
+    cohort that holds *every* case still gets a finite, wide interval.
+    """
+    if n1 <= 0 or n0 <= 0:
+        return (math.inf, 0.0, math.inf)
+    if a == 0 or c == 0 or a == n1 or c == n0:
+        a, c, n1, n0 = a + 0.5, c + 0.5, n1 + 1.0, n0 + 1.0  # type: ignore[assignment]
+    rr = (a / n1) / (c / n0)
+    se = math.sqrt(max(1.0 / a - 1.0 / n1 + 1.0 / c - 1.0 / n0, 0.0))
+    log_rr = math.log(rr)
+    return (rr, math.exp(log_rr - z * se), math.exp(log_rr + z * se))
+
+
+def benjamini_hochberg(p_values: Sequence[float], q: float, m: int | None = None) -> list[bool]:
+    """Which hypotheses BH rejects at false discovery rate ``q``.
+
+    :param m: size of the family when some tested pairs are not listed
+        (their p-values are 1; they only raise the bar).
+    """
+    n = len(p_values)
+    m = max(m or n, n)
+    order = sorted(range(n), key=lambda i: p_values[i])
+    cutoff = -1
+    for rank, i in enumerate(order, start=1):
+        if p_values[i] <= q * rank / m:
+            cutoff = rank
+    rejected = [False] * n
+    for rank, i in enumerate(order, start=1):
+        if rank <= cutoff:
+            rejected[i] = True
+    return rejected
+
+
+def score_of(p_value: float) -> float:
+    """-log10(p), capped: the alert score (larger = stronger evidence)."""
+    if p_value <= 1e-300:
+        return 300.0
+    return round(-math.log10(p_value), 3)
+
+
+__all__ = [
+    "benjamini_hochberg",
+    "binom_prefilter",
+    "binom_sf",
+    "nb_sf",
+    "nb_threshold",
+    "relative_risk",
+    "score_of",
+]

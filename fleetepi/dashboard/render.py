@@ -1,0 +1,242 @@
+"""A PNG of the dashboard's main panels, drawn with matplotlib from the same queries.
+
+Grafana cannot run here (nor in CI), yet the README should show what an
+on-call engineer sees. So the PNG is drawn from :data:`queries.MAIN_PANELS`,
+with each panel's own PromQL sent to a real Prometheus HTTP API: if a query
+is wrong, the picture is empty, not pretty.
+
+How each Grafana panel type is drawn:
+
+* ``timeseries`` -- lines over the range (``query_range``).
+* ``bargauge`` -- horizontal bars of the instant values at the range's end.
+* ``table`` -- the firing alerts with score, p-value and relative risk, merged
+  on their labels like Grafana's *merge* transformation.
+* ``heatmap`` -- the Xid heatmap as a rack x code matrix of the events over
+  the whole range (Grafana shows the same series against time; a matrix
+  reads better in a still picture).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+
+import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+
+from fleetepi.dashboard.prom import PrometheusAPI, Series  # noqa: E402
+from fleetepi.dashboard.queries import ALERT_LABELS, MAIN_PANELS, PanelSpec, Query, panel, resolve  # noqa: E402
+
+#: Points per time series: enough for a smooth line, few enough for a quick query.
+POINTS = 240
+
+
+@dataclass(frozen=True)
+class Window:
+    """The time range of a rendering.
+
+    :param start_s: range start, unix seconds.
+    :param end_s: range end, unix seconds (instant panels are evaluated here).
+    :param rate_interval: what ``$__rate_interval`` stands for (>= 4 scrape intervals).
+    """
+
+    start_s: float
+    end_s: float
+    rate_interval: str = "5m"
+
+    @property
+    def step_s(self) -> float:
+        return max((self.end_s - self.start_s) / POINTS, 1.0)
+
+    @property
+    def range_(self) -> str:
+        return f"{max(int(self.end_s - self.start_s), 1)}s"
+
+    def resolve(self, expr: str) -> str:
+        return resolve(expr, rate_interval=self.rate_interval, range_=self.range_, interval=f"{int(self.step_s)}s")
+
+
+def run_query(api: PrometheusAPI, q: Query, window: Window, instant: bool = False) -> list[Series]:
+    """Run one panel query the way Grafana would: instant at the end, or over the range."""
+    expr = window.resolve(q.expr)
+    if q.instant or instant:
+        return api.instant(expr, at_s=window.end_s)
+    return api.range(expr, window.start_s, window.end_s, window.step_s)
+
+
+def _times(s: Series) -> list[datetime]:
+    return [datetime.fromtimestamp(t, tz=timezone.utc) for t in s.times]
+
+
+def _empty(ax: Axes, text: str = "no data") -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.5", fontsize=12)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _short(text: str, n: int = 42) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def draw_timeseries(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Series]]]) -> None:
+    lines = 0
+    for q, series in results:
+        for s in sorted(series, key=lambda s: -float(np.nansum(s.values))):
+            ax.plot(_times(s), s.values, lw=1.6, label=_short(s.legend(q.legend), 28))
+            lines += 1
+    if not lines:
+        _empty(ax)
+        return
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=timezone.utc))
+    ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    ax.set_ylabel({"cps": "events / s", "s": "seconds"}.get(spec.unit, ""))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", ncol=2 if lines > 4 else 1, framealpha=0.8)
+
+
+def draw_bars(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Series]]]) -> None:
+    rows: list[tuple[str, float]] = []
+    for q, series in results:
+        rows.extend((_short(s.legend(q.legend), 46), float(s.values[-1])) for s in series if len(s.values))
+    rows = sorted((r for r in rows if not math.isnan(r[1])), key=lambda r: -r[1])[:10]
+    if not rows:
+        _empty(ax, "nothing firing" if spec.key == "cohort_risk" else "no data")
+        return
+    names = [r[0] for r in rows][::-1]
+    vals = np.array([r[1] for r in rows][::-1])
+    colors = plt.get_cmap("YlOrRd")(0.35 + 0.65 * vals / max(vals.max(), 1e-9))
+    ax.barh(range(len(rows)), vals, color=colors, edgecolor="0.3", lw=0.5)
+    ax.set_yticks(range(len(rows)), names, fontsize=8)
+    for i, v in enumerate(vals):
+        ax.text(v, i, f" {v:.3g}", va="center", fontsize=8)
+    ax.set_xlim(0, vals.max() * 1.15 if vals.max() > 0 else 1)
+    ax.grid(axis="x", alpha=0.3)
+    if spec.key == "cohort_risk":
+        ax.set_xlabel("relative risk (x the rest of the fleet)")
+        ax.axvline(1.0, color="0.4", ls="--", lw=1)
+    else:
+        ax.set_xlabel("crashes")
+
+
+def draw_table(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Series]]]) -> None:
+    """Merge score (A), p-value (B) and relative risk (C) on the alert's labels."""
+    keys = [k.strip() for k in ALERT_LABELS.split(",")]
+    merged: dict[tuple[str, ...], dict[str, float]] = {}
+    for q, series in results:
+        for s in series:
+            row = merged.setdefault(tuple(s.labels.get(k, "") for k in keys), {})
+            row[q.ref] = float(s.values[-1])
+    ax.axis("off")
+    if not merged:
+        _empty(ax, "no alert firing")
+        return
+
+    def entity(k: tuple[str, ...]) -> str:
+        kind, sig, host, attr, value, tkind, code = k
+        parts = [sig and _short(sig, 38), host, attr and f"{attr}={value}", tkind and f"{tkind} {code}".strip()]
+        return " · ".join(p for p in parts if p)
+
+    def fmt(v: float | None, p: bool = False) -> str:
+        if v is None or math.isnan(v):
+            return "–"
+        return f"{v:.1e}" if p else f"{v:.3g}"
+
+    ordered = sorted(merged.items(), key=lambda kv: -kv[1].get("A", 0.0))
+    shown = ordered[:12]
+    cells = [[k[0], entity(k), fmt(r.get("A")), fmt(r.get("B"), True), fmt(r.get("C"))] for k, r in shown]
+    table = ax.table(
+        cellText=cells,
+        colLabels=["kind", "entity", "score", "p-value", "rel. risk"],
+        colWidths=[0.2, 0.5, 0.1, 0.1, 0.1],
+        loc="upper center",
+        cellLoc="left",
+    )
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.scale(1, 1.25)
+    for (r, _c), cell in table.get_celld().items():
+        cell.set_edgecolor("0.8")
+        if r == 0:
+            cell.set_facecolor("#f2d0c4")
+            cell.set_text_props(weight="bold")
+    if len(ordered) > len(shown):
+        ax.text(1.0, 0.0, f"+{len(ordered) - len(shown)} more", ha="right", transform=ax.transAxes, fontsize=8)
+
+
+def draw_heatmap(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Series]]]) -> None:
+    """Sum each (cohort, code) series over the range: a rack x Xid-code matrix."""
+    totals: dict[tuple[str, str], float] = {}
+    for _q, series in results:
+        for s in series:
+            key = (s.labels.get("cohort", "") or "(unknown)", s.labels.get("code", "") or "?")
+            totals[key] = totals.get(key, 0.0) + float(np.nansum(s.values))
+    totals = {k: v for k, v in totals.items() if v > 0}
+    if not totals:
+        _empty(ax)
+        return
+    racks = sorted({k[0] for k in totals}, key=lambda r: -sum(v for k, v in totals.items() if k[0] == r))[:16]
+    codes = sorted({k[1] for k in totals}, key=lambda c: (len(c), c))
+    grid = np.array([[totals.get((r, c), 0.0) for c in codes] for r in racks])
+    im = ax.imshow(grid, aspect="auto", cmap="Oranges", norm=matplotlib.colors.PowerNorm(0.5, vmin=0))
+    ax.set_xticks(range(len(codes)), [f"Xid {c}" for c in codes], fontsize=8, rotation=30)
+    ax.set_yticks(range(len(racks)), racks, fontsize=8)
+    ax.set_ylabel("rack")
+    for i in range(len(racks)):
+        for j in range(len(codes)):
+            if grid[i, j] > 0:
+                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
+                        color="white" if grid[i, j] > 0.5 * grid.max() else "black")
+    plt.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="events in range")
+
+
+DRAW = {"timeseries": draw_timeseries, "bargauge": draw_bars, "table": draw_table, "heatmap": draw_heatmap}
+
+
+def render(
+    api: PrometheusAPI,
+    out: Path,
+    window: Window,
+    panels: Sequence[str] = MAIN_PANELS,
+    title: str = "fleetepi: crash epidemiology",
+) -> dict[str, int]:
+    """Draw ``panels`` (3 rows x 2 columns for the six main ones) into ``out``.
+
+    Returns the number of series each panel's queries returned, so callers
+    (the CLI, the tests) can tell an empty picture from a full one.
+    """
+    specs = [panel(k) for k in panels]
+    ncols = 2
+    nrows = math.ceil(len(specs) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(16, 5.2 * nrows), squeeze=False)
+    counts: dict[str, int] = {}
+    for ax, spec in zip(axes.flat, specs):
+        # The heatmap's increase() over $__rate_interval, taken over the whole
+        # range at its end, is the matrix's exact total per (rack, code).
+        w = Window(window.start_s, window.end_s, window.range_) if spec.kind == "heatmap" else window
+        results = [(q, run_query(api, q, w, instant=spec.kind == "heatmap")) for q in spec.queries]
+        counts[spec.key] = sum(len(s) for _q, s in results)
+        DRAW[spec.kind](ax, spec, results)
+        ax.set_title(spec.title, fontsize=11, loc="left", weight="bold")
+    for ax in list(axes.flat)[len(specs):]:
+        ax.axis("off")
+    start = datetime.fromtimestamp(window.start_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    end = datetime.fromtimestamp(window.end_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    fig.suptitle(f"{title}   ({start} – {end})", fontsize=14, weight="bold", x=0.01, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.975))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return counts
+
+
+__all__ = ["DRAW", "POINTS", "Window", "render", "run_query"]

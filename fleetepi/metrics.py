@@ -1,0 +1,301 @@
+"""Prometheus metrics of the pipeline: the "Pipeline" section of docs/metrics.md.
+
+Use one :class:`PipelineMetrics` per process that runs detectors (``fleetepi
+demo``, ``fleetepi replay --metrics-port``, each stream worker)::
+
+    metrics = PipelineMetrics(registry=CollectorRegistry())
+    metrics.count_event("crash")
+    metrics.observe_alert(alert)          # firing -> gauges set, resolved -> series removed
+    serve(metrics.registry, port=9108)    # /metrics on 127.0.0.1:9108
+
+Why a custom collector rather than ``Counter(...).labels(...).inc()``: the
+pipeline counts ~10^5 events a second, and a labelled prometheus_client
+counter costs a lock and a label lookup per call. Here every count is a plain
+``dict`` increment on the pipeline thread; the scrape thread copies the dicts
+(one C-level, GIL-atomic copy each) and builds the metric families. Exposed
+names and types are exactly those of ``prometheus_client`` counters/gauges.
+
+Label cardinality stays bounded: hosts and signatures only appear in the
+*firing* alert series (removed on resolve) and in the top-N gauges, which are
+read from a sliding one-hour window of event time that expires by itself.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any, get_args
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fleetepi.contract import Alert, Crash, Telemetry
+from fleetepi.contract.codec import REASONS
+from fleetepi.contract.models import AlertKind
+
+#: Event kinds counted by ``fleetepi_events_total`` (pre-created at 0).
+EVENT_KINDS = ("host", "crash", "telemetry")
+#: Alert kinds of the contract (pre-created at 0).
+ALERT_KINDS: tuple[str, ...] = get_args(AlertKind)
+#: Label names of the per-alert gauges, in order; "" where not applicable.
+ALERT_LABELS = ("kind", "signature", "host", "attribute", "value", "telemetry_kind", "code")
+
+#: Default listen address of :func:`serve`: local only. Metrics name hosts and
+#: signatures, so exposing them to the network is an explicit choice (``--bind``).
+DEFAULT_BIND = "127.0.0.1"
+
+
+class SlidingCounter:
+    """Counts per key over the last ``window_ms`` of event time, in buckets.
+
+    Adding is O(1) (two dict increments); expiry is amortized O(1) per count
+    (each count is subtracted once, when its bucket leaves the window).
+    Memory is bounded by the keys seen in one window and by ``max_keys``:
+    beyond it, new keys are not tracked (counted in ``dropped``) so that a
+    flood of unique signatures cannot grow the process.
+
+    :param window_ms: width of the window in event-time milliseconds.
+    :param bucket_ms: granularity; the window is exact to one bucket.
+    :param max_keys: most distinct keys tracked at once.
+    """
+
+    def __init__(self, window_ms: int = 3_600_000, bucket_ms: int = 60_000, max_keys: int = 50_000) -> None:
+        if window_ms <= 0 or bucket_ms <= 0 or window_ms % bucket_ms:
+            raise ValueError("window_ms must be a positive multiple of bucket_ms")
+        self.window_ms = window_ms
+        self.bucket_ms = bucket_ms
+        self.max_keys = max_keys
+        self.totals: dict[str, int] = {}
+        self.dropped = 0
+        self._buckets: deque[tuple[int, dict[str, int]]] = deque()
+        self._now_ms: int | None = None
+
+    def add(self, key: str, ts_ms: int, n: int = 1) -> None:
+        now = self._now_ms
+        if now is None or ts_ms > now:
+            self.advance(ts_ms)
+            now = ts_ms
+        start = ts_ms - ts_ms % self.bucket_ms
+        if start <= now - self.window_ms:
+            return  # older than the window: it would expire at once
+        totals = self.totals
+        if key not in totals and len(totals) >= self.max_keys:
+            self.dropped += n
+            return
+        buckets = self._buckets
+        if buckets and buckets[-1][0] == start:
+            counts = buckets[-1][1]
+        else:
+            counts = self._bucket(start)
+        counts[key] = counts.get(key, 0) + n
+        totals[key] = totals.get(key, 0) + n
+
+    def _bucket(self, start: int) -> dict[str, int]:
+        buckets = self._buckets
+        if not buckets or buckets[-1][0] < start:
+            counts: dict[str, int] = {}
+            buckets.append((start, counts))
+            return counts
+        for b_start, counts in reversed(buckets):  # a late event: rare, short scan
+            if b_start == start:
+                return counts
+        counts = {}
+        buckets.append((start, counts))
+        ordered = sorted(buckets, key=lambda b: b[0])
+        buckets.clear()
+        buckets.extend(ordered)
+        return counts
+
+    def advance(self, now_ms: int) -> None:
+        """Event time reached ``now_ms``: drop the buckets that left the window."""
+        if self._now_ms is not None and now_ms <= self._now_ms:
+            return
+        self._now_ms = now_ms
+        horizon = now_ms - self.window_ms
+        buckets, totals = self._buckets, self.totals
+        while buckets and buckets[0][0] <= horizon:
+            _, counts = buckets.popleft()
+            for key, n in counts.items():
+                left = totals[key] - n
+                if left:
+                    totals[key] = left
+                else:
+                    del totals[key]
+
+    def top(self, n: int) -> list[tuple[str, int]]:
+        """The ``n`` largest keys, largest first (ties by key, for stable output)."""
+        snapshot = dict(self.totals)  # one atomic copy: safe against the writer thread
+        return heapq.nsmallest(n, snapshot.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def alert_labels(alert: Alert) -> tuple[str, ...]:
+    """Label values of an alert's gauges (same order as :data:`ALERT_LABELS`)."""
+    return (
+        alert.kind,
+        alert.signature or "",
+        alert.host or "",
+        alert.attribute or "",
+        alert.value or "",
+        alert.telemetry_kind or "",
+        "" if alert.code is None else str(alert.code),
+    )
+
+
+class PipelineMetrics(Collector):
+    """Every series of the "Pipeline" section of docs/metrics.md.
+
+    :param registry: where to register; a new private ``CollectorRegistry``
+        if None (never the global one, which breeds "Duplicated timeseries"
+        when two pipelines live in one process, e.g. in tests).
+    :param cohort_attribute: host attribute whose value labels
+        ``fleetepi_telemetry_events_total`` (``cohort``); ``rack`` by default
+        because the Xid-by-rack heatmap is the panel operators ask for first.
+    :param top_n: series kept in the top-N crash gauges.
+    :param window_s: event-time window of the top-N crash gauges, seconds.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        cohort_attribute: str = "rack",
+        top_n: int = 20,
+        window_s: float = 3600.0,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.cohort_attribute = cohort_attribute
+        self.top_n = top_n
+        self.events: dict[str, int] = dict.fromkeys(EVENT_KINDS, 0)
+        self.invalid: dict[str, int] = dict.fromkeys(REASONS, 0)
+        self.alerts: dict[str, int] = dict.fromkeys(ALERT_KINDS, 0)
+        self.resolved: dict[str, int] = dict.fromkeys(ALERT_KINDS, 0)
+        self.telemetry: dict[tuple[str, str, str], int] = {}
+        #: alert key -> (label values, alert) for alerts firing now.
+        self.firing: dict[str, tuple[tuple[str, ...], Alert]] = {}
+        self.watermark_ms: int | None = None
+        self.hosts = 0
+        window_ms = int(window_s * 1000)
+        bucket_ms = max(1000, window_ms // 60)
+        window_ms -= window_ms % bucket_ms
+        self.signature_crashes = SlidingCounter(window_ms, bucket_ms)
+        self.host_crashes = SlidingCounter(window_ms, bucket_ms)
+        self.registry.register(self)
+
+    # ------------------------------------------------------------------ counting
+    def count_event(self, kind: str, n: int = 1) -> None:
+        """An accepted event of ``kind`` (host, crash, telemetry)."""
+        self.events[kind] = self.events.get(kind, 0) + n
+
+    def count_invalid(self, reason: str, n: int = 1) -> None:
+        """A rejected or flagged event (reason from ``fleetepi.contract.codec.REASONS``)."""
+        self.invalid[reason] = self.invalid.get(reason, 0) + n
+
+    def observe_alert(self, alert: Alert) -> None:
+        """Count an alert and keep the per-alert gauges of firing alerts only."""
+        key = alert.key
+        if alert.state == "resolved":
+            self.resolved[alert.kind] = self.resolved.get(alert.kind, 0) + 1
+            self.firing.pop(key, None)
+        else:
+            self.alerts[alert.kind] = self.alerts.get(alert.kind, 0) + 1
+            self.firing[key] = (alert_labels(alert), alert)
+
+    def observe_crash(self, crash: Crash, ts_ms: int) -> None:
+        """Feed the top-N "crashes in the last hour" gauges."""
+        self.signature_crashes.add(crash.signature, ts_ms)
+        self.host_crashes.add(crash.host, ts_ms)
+
+    def observe_telemetry(self, event: Telemetry, attributes: dict[str, str]) -> None:
+        """Count a hardware event by kind, code and the host's cohort (its ``cohort_attribute``)."""
+        key = (event.kind, "" if event.code is None else str(event.code), attributes.get(self.cohort_attribute, ""))
+        self.telemetry[key] = self.telemetry.get(key, 0) + event.n
+
+    def set_watermark(self, watermark_ms: int | None) -> None:
+        """Event time the detectors reached; also expires the top-N windows."""
+        if watermark_ms is None:
+            return
+        self.watermark_ms = watermark_ms
+        self.signature_crashes.advance(watermark_ms)
+        self.host_crashes.advance(watermark_ms)
+
+    def set_hosts(self, n: int) -> None:
+        self.hosts = n
+
+    # ------------------------------------------------------------------ exposition
+    def collect(self) -> Iterable[Metric]:
+        yield _counter("fleetepi_events", "Events accepted, by kind.", "kind", self.events)
+        yield _counter("fleetepi_events_invalid", "Events rejected or flagged, by reason.", "reason", self.invalid)
+        yield _counter("fleetepi_alerts", "Alerts fired, by kind.", "kind", self.alerts)
+        yield _counter("fleetepi_alerts_resolved", "Alerts resolved, by kind.", "kind", self.resolved)
+        yield from self._alert_gauges()
+        wm = GaugeMetricFamily("fleetepi_watermark_timestamp_seconds", "Event time the detectors have reached.")
+        if self.watermark_ms is not None:
+            wm.add_metric([], self.watermark_ms / 1000.0)
+        yield wm
+        yield GaugeMetricFamily("fleetepi_hosts", "Hosts in the inventory.", value=self.hosts)
+        yield _top("fleetepi_signature_crashes", "Crashes of the signature in the last hour of event time (top N).",
+                   "signature", self.signature_crashes.top(self.top_n))
+        yield _top("fleetepi_host_crashes", "Crashes on the host in the last hour of event time (top N).",
+                   "host", self.host_crashes.top(self.top_n))
+        tel = CounterMetricFamily("fleetepi_telemetry_events", "Hardware events by kind, code and cohort.",
+                                  labels=("kind", "code", "cohort"))
+        for labels, n in sorted(dict(self.telemetry).items()):
+            tel.add_metric(list(labels), n)
+        yield tel
+
+    def _alert_gauges(self) -> Iterator[Metric]:
+        firing = list(dict(self.firing).values())
+        active = GaugeMetricFamily("fleetepi_alert_active", "1 while the alert fires.", labels=ALERT_LABELS)
+        score = GaugeMetricFamily("fleetepi_alert_score", "Evidence score of the firing alert.", labels=ALERT_LABELS)
+        p_value = GaugeMetricFamily("fleetepi_alert_p_value", "p-value of the firing alert.", labels=ALERT_LABELS)
+        rr = GaugeMetricFamily("fleetepi_alert_relative_risk", "Relative risk of the firing alert.",
+                               labels=ALERT_LABELS)
+        for labels, alert in firing:
+            values = list(labels)
+            active.add_metric(values, 1.0)
+            score.add_metric(values, alert.score)
+            if alert.p_value is not None:
+                p_value.add_metric(values, alert.p_value)
+            if alert.relative_risk is not None:
+                rr.add_metric(values, alert.relative_risk)
+        yield from (active, score, p_value, rr)
+
+
+def _counter(name: str, doc: str, label: str, values: dict[str, int]) -> CounterMetricFamily:
+    fam = CounterMetricFamily(name, doc, labels=(label,))
+    for key, n in sorted(dict(values).items()):
+        fam.add_metric([key], n)
+    return fam
+
+
+def _top(name: str, doc: str, label: str, rows: list[tuple[str, int]]) -> GaugeMetricFamily:
+    fam = GaugeMetricFamily(name, doc, labels=(label,))
+    for key, n in rows:
+        fam.add_metric([key], n)
+    return fam
+
+
+def serve(registry: CollectorRegistry, port: int, addr: str = DEFAULT_BIND) -> Any:
+    """Serve ``registry`` on ``http://addr:port/metrics`` from a daemon thread.
+
+    Returns the server (``.shutdown()`` stops it); ``port=0`` picks a free
+    port, readable as ``server.server_port``.
+
+    :raises OSError: the port is taken (callers turn it into a clear message).
+    """
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server
+
+
+__all__ = [
+    "ALERT_KINDS",
+    "ALERT_LABELS",
+    "DEFAULT_BIND",
+    "EVENT_KINDS",
+    "PipelineMetrics",
+    "SlidingCounter",
+    "alert_labels",
+    "serve",
+]

@@ -1,0 +1,360 @@
+"""The embedded runner: JSON lines -> contract events -> detectors -> alerts.
+
+One :class:`Pipeline` drives one :class:`detectors.Engine` in a single
+thread. It is what ``fleetepi replay`` and ``fleetepi demo`` run, and what a
+stream worker can reuse for its per-partition loop (``feed_event`` plus an
+:class:`AlertSink` and :class:`fleetepi.metrics.PipelineMetrics`).
+
+Bad input never stops a run: a line that does not decode is counted under
+its reason (``fleetepi.contract.codec.REASONS``) with its line number and the
+decoder's sentence kept as a sample for the summary; admission drops and
+flags made by the engine (``out_of_order``, ``future_timestamp``,
+``unknown_host``) reach the same counts through ``Engine.on_invalid``. Only
+``strict=True`` turns the first of them into :class:`StrictModeError`, whose
+message is ``line N: reason: detail``.
+
+The hot loop (:meth:`Pipeline.run`) binds everything it calls to locals and
+does nothing per line beyond decode + ``Engine.process``, unless metrics are
+asked for: replay speed is a target (bench/replay.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol
+
+from detectors import DetectorConfig, Engine
+from fleetepi.contract import Alert, Crash, Event, Host, Telemetry, decode_event, encode, format_ts, ts_from_ms
+from fleetepi.contract.codec import REASONS
+from fleetepi.exceptions import FleetepiError, InvalidMessage
+from fleetepi.metrics import PipelineMetrics
+
+#: How many lines between two calls of the progress callback and metric gauges.
+REPORT_EVERY = 4096
+
+_KIND = {Host: "host", Crash: "crash", Telemetry: "telemetry"}
+
+
+class StrictModeError(FleetepiError):
+    """``--strict`` met bad input: ``line N: reason: detail``."""
+
+    def __init__(self, line: int | None, reason: str, detail: str) -> None:
+        where = f"line {line}" if line is not None else "input"
+        super().__init__(f"{where}: {reason}: {detail}")
+        self.line = line
+        self.reason = reason
+        self.detail = detail
+
+
+class AlertSink(Protocol):
+    """Where alerts go (a file, a terminal, a Kafka producer in the stream workers)."""
+
+    def emit(self, alert: Alert) -> None: ...
+
+
+class JsonlAlertSink:
+    """Alerts as contract JSON, one per line, flushed at once.
+
+    Flushing per alert keeps ``fleetepi replay -o - | jq`` live; alerts are
+    rare (a few per thousand hosts a day), so the syscalls do not matter.
+    """
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.written = 0
+
+    def emit(self, alert: Alert) -> None:
+        self.fh.write(encode(alert) + b"\n")
+        self.fh.flush()
+        self.written += 1
+
+
+class ListAlertSink:
+    """Keeps alerts in memory (tests, the demo's outbreak scoring)."""
+
+    def __init__(self) -> None:
+        self.alerts: list[Alert] = []
+
+    def emit(self, alert: Alert) -> None:
+        self.alerts.append(alert)
+
+
+class FanoutAlertSink:
+    """Sends each alert to several sinks in order."""
+
+    def __init__(self, *sinks: AlertSink) -> None:
+        self.sinks = sinks
+
+    def emit(self, alert: Alert) -> None:
+        for s in self.sinks:
+            s.emit(alert)
+
+
+@dataclass
+class InvalidSample:
+    """Where a reason was first and last seen, and what the decoder said the first time."""
+
+    reason: str
+    count: int = 0
+    first_line: int | None = None
+    last_line: int | None = None
+    detail: str = ""
+
+
+@dataclass
+class RunSummary:
+    """What a run saw: the numbers of the summary table."""
+
+    lines: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    invalid: dict[str, InvalidSample] = field(default_factory=dict)
+    fired: Counter[str] = field(default_factory=Counter)
+    resolved: Counter[str] = field(default_factory=Counter)
+    elapsed_s: float = 0.0
+    first_ts_ms: int | None = None
+    watermark_ms: int | None = None
+    hosts: int = 0
+
+    @property
+    def invalid_total(self) -> int:
+        return sum(s.count for s in self.invalid.values())
+
+    @property
+    def lines_per_s(self) -> float:
+        return self.lines / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+class Pipeline:
+    """Decode, admit and detect, one line or event at a time.
+
+    :param engine: the detectors; a fresh ``Engine(config)`` if None.
+    :param config: detector settings for a fresh engine.
+    :param sink: where alerts go (also returned by every ``feed_*`` call).
+    :param metrics: Prometheus metrics to keep current; None costs nothing.
+    :param strict: raise :class:`StrictModeError` on the first bad line or admission drop.
+    """
+
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        config: DetectorConfig | None = None,
+        sink: AlertSink | None = None,
+        metrics: PipelineMetrics | None = None,
+        strict: bool = False,
+    ) -> None:
+        self.engine = engine if engine is not None else Engine(config)
+        self.sink = sink
+        self.metrics = metrics
+        self.strict = strict
+        self.summary = RunSummary()
+        self.decode_invalid: Counter[str] = Counter()
+        self._line: int | None = None
+        self._dropped = False
+        self._started: float | None = None
+        self.engine.on_invalid = self._on_admission
+
+    # ------------------------------------------------------------------ bad input
+    def _record_invalid(self, reason: str, detail: str) -> None:
+        sample = self.summary.invalid.get(reason)
+        if sample is None:
+            sample = self.summary.invalid[reason] = InvalidSample(reason, first_line=self._line, detail=detail)
+        sample.count += 1
+        sample.last_line = self._line
+        if self.metrics is not None:
+            self.metrics.count_invalid(reason)
+        if self.strict:
+            raise StrictModeError(self._line, reason, detail)
+
+    def _on_admission(self, reason: str, event: Event, ts_ms: int) -> None:
+        if reason != "unknown_host":
+            self._dropped = True
+        self._record_invalid(reason, self._admission_detail(reason, event, ts_ms))
+
+    def _admission_detail(self, reason: str, event: Event, ts_ms: int) -> str:
+        wm = self.engine.watermark_ms or 0
+        cfg = self.engine.config
+        when = format_ts(ts_from_ms(ts_ms))
+        if reason == "out_of_order":
+            return (f"event at {when} is {(wm - ts_ms) / 1000:.0f} s behind the watermark "
+                    f"{format_ts(ts_from_ms(wm))} (allowed lateness {cfg.allowed_lateness_s:.0f} s)")
+        if reason == "future_timestamp":
+            return (f"event at {when} is {(ts_ms - wm) / 1000:.0f} s ahead of the watermark "
+                    f"{format_ts(ts_from_ms(wm))} (max {cfg.max_future_s:.0f} s)")
+        host = getattr(event, "host", "?")
+        return f"{_KIND.get(type(event), 'event')} from host {host!r}, never announced by a fleetepi.host/v1 message"
+
+    # ------------------------------------------------------------------ feeding
+    def feed_line(self, line: bytes | str, lineno: int | None = None) -> list[Alert]:
+        """Decode and process one JSON line; bad lines are counted and give no alert."""
+        self._start()
+        self._line = lineno
+        try:
+            event = decode_event(line)
+        except InvalidMessage as exc:
+            self.summary.lines += 1
+            self._record_invalid(exc.reason, exc.detail)
+            return []
+        self.summary.lines += 1
+        return self._process(event, lineno)
+
+    def feed_event(self, event: Event, lineno: int | None = None) -> list[Alert]:
+        """Process one decoded event (a stream worker's or the demo's entry point); counts as a record read."""
+        self._start()
+        self.summary.lines += 1
+        return self._process(event, lineno)
+
+    def _process(self, event: Event, lineno: int | None) -> list[Alert]:
+        self._line = lineno
+        self._dropped = False
+        alerts = self.engine.process(event)
+        if not self._dropped and self.metrics is not None:
+            self._observe(event)
+        if alerts:
+            self._emit(alerts)
+        return alerts
+
+    def _observe(self, event: Event) -> None:
+        kind = _KIND[type(event)]
+        m = self.metrics
+        if m is None:
+            return
+        m.count_event(kind)
+        if kind == "crash":
+            m.observe_crash(event, event.ts_ms)  # type: ignore[arg-type]
+        elif kind == "telemetry":
+            ts_ms = event.ts_ms
+            m.observe_telemetry(event, self.engine.inventory.attributes_at(event.host, ts_ms))  # type: ignore[arg-type]
+
+    def _emit(self, alerts: list[Alert]) -> None:
+        s = self.summary
+        for a in alerts:
+            (s.resolved if a.state == "resolved" else s.fired)[a.kind] += 1
+            if self.metrics is not None:
+                self.metrics.observe_alert(a)
+            if self.sink is not None:
+                self.sink.emit(a)
+
+    def report(self) -> None:
+        """Refresh the slow-moving numbers (watermark, hosts, event counts) in the summary and metrics."""
+        eng = self.engine
+        self.summary.events = Counter(eng.events)
+        self.summary.watermark_ms = eng.watermark_ms
+        self.summary.hosts = len(eng.inventory)
+        if self.metrics is not None:
+            self.metrics.set_watermark(eng.watermark_ms)
+            self.metrics.set_hosts(len(eng.inventory))
+
+    def run(self, lines: Iterable[bytes], progress: Callable[[], None] | None = None) -> RunSummary:
+        """Process every line; call ``progress()`` every :data:`REPORT_EVERY` lines.
+
+        Does not call :meth:`finish`, so a caller can feed several inputs.
+        """
+        if self.metrics is not None or self.strict:
+            return self._run_general(lines, progress)
+        return self._run_fast(lines, progress)
+
+    def _run_general(self, lines: Iterable[bytes], progress: Callable[[], None] | None) -> RunSummary:
+        self._start()
+        lineno = self._line or 0
+        feed = self.feed_line
+        for lineno, line in enumerate(lines, lineno + 1):  # noqa: B007 - lineno kept after the loop
+            if len(line) < 3 and not line.strip():
+                continue
+            feed(line, lineno)
+            if lineno % REPORT_EVERY == 0:
+                self.report()
+                if progress is not None:
+                    progress()
+        self._line = lineno
+        self._stop()
+        return self.summary
+
+    def _run_fast(self, lines: Iterable[bytes], progress: Callable[[], None] | None) -> RunSummary:
+        """The replay loop without metrics or strictness: decode and process, nothing else per line.
+
+        Accepted events are counted by the engine (``Engine.events``, copied
+        in :meth:`report`); blank lines are recognised only once the decoder
+        has rejected them, so good lines pay nothing for them.
+        """
+        self._start()
+        summary = self.summary
+        process = self.engine.process
+        decode = decode_event
+        mask = REPORT_EVERY - 1
+        lineno = start = self._line or 0
+        blank = 0
+        for line in lines:
+            lineno += 1
+            try:
+                event = decode(line)
+            except InvalidMessage as exc:
+                if not line.strip():
+                    blank += 1
+                    continue
+                self._line = lineno
+                self._record_invalid(exc.reason, exc.detail)
+                continue
+            self._line = lineno
+            alerts = process(event)
+            if alerts:
+                self._emit(alerts)
+            if not lineno & mask and progress is not None:
+                progress()
+        summary.lines += lineno - start - blank
+        self._line = lineno
+        self._stop()
+        return summary
+
+    def _start(self) -> None:
+        if self._started is None:
+            self._started = time.perf_counter()
+
+    def _stop(self) -> None:
+        if self._started is not None:
+            self.summary.elapsed_s = time.perf_counter() - self._started
+        self.report()
+
+    def finish(self) -> list[Alert]:
+        """End of input: let event time reach the last watermark so due resolutions are emitted."""
+        wm = self.engine.watermark_ms
+        alerts: list[Alert] = []
+        if wm is not None:
+            alerts = self.engine.advance(wm)
+            if alerts:
+                self._emit(alerts)
+        self._stop()
+        return alerts
+
+
+def replay_lines(
+    lines: Iterable[bytes],
+    *,
+    config: DetectorConfig | None = None,
+    sink: AlertSink | None = None,
+    metrics: PipelineMetrics | None = None,
+    strict: bool = False,
+    progress: Callable[[], None] | None = None,
+) -> RunSummary:
+    """Whole replay of one input: run every line, then :meth:`Pipeline.finish`."""
+    pipe = Pipeline(config=config, sink=sink, metrics=metrics, strict=strict)
+    pipe.run(lines, progress)
+    pipe.finish()
+    return pipe.summary
+
+
+__all__ = [
+    "REASONS",
+    "AlertSink",
+    "FanoutAlertSink",
+    "InvalidSample",
+    "JsonlAlertSink",
+    "ListAlertSink",
+    "Pipeline",
+    "RunSummary",
+    "StrictModeError",
+    "replay_lines",
+]

@@ -1,0 +1,152 @@
+"""``fleetepi worker``, ``fleetepi publish`` and ``fleetepi dev kafka start|stop|status``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import click
+
+from fleetepi.exceptions import FleetepiError
+
+
+def _fail(exc: Exception) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
+@click.command("worker")
+@click.option("--broker", default="kafka://127.0.0.1:9092", show_default=True, help="kafka://HOST:PORT of the broker.")
+@click.option("--app-id", default="fleetepi", show_default=True, help="Consumer group: workers with one id share the load.")
+@click.option("--topic-prefix", default="", help="Prefix of every topic name (several pipelines on one broker).")
+@click.option("--partitions", default=4, show_default=True, type=click.IntRange(1, 1024),
+              help="Partitions of the topics the worker creates (existing topics are kept).")
+@click.option("--web-port", default=6066, show_default=True, type=click.IntRange(1, 65535),
+              help="faust web server: /fleetepi/status/ and /fleetepi/counts/.")
+@click.option("--metrics-port", default=9109, show_default=True, type=click.IntRange(0, 65535),
+              help="Prometheus /metrics (0: a free port).")
+@click.option("--no-metrics", is_flag=True, help="Do not serve Prometheus metrics.")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Listen address of the web and metrics servers.")
+@click.option("--data-dir", default="./fleetepi-worker-data", show_default=True, type=click.Path(file_okay=False),
+              help="faust's directory and the state checkpoints.")
+@click.option("--batch-max", default=2000, show_default=True, type=click.IntRange(1, 100_000), help="Records per batch.")
+@click.option("--batch-within", default=0.05, show_default=True, type=click.FloatRange(0.001, 10.0),
+              help="Longest wait (s) to fill a batch.")
+@click.option("--checkpoint-interval", default=30.0, show_default=True, type=click.FloatRange(0.0),
+              help="Seconds between state checkpoints (0: off; recovery then reads the whole retained log).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="Detector settings (YAML or JSON mapping of DetectorConfig fields).")
+def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int, web_port: int, metrics_port: int,
+                   no_metrics: bool, bind: str, data_dir: str, batch_max: int, batch_within: float,
+                   checkpoint_interval: float, config_path: str | None) -> None:
+    """Run a stream worker: the detectors on the partitions this worker owns."""
+    from detectors import DetectorConfig
+    from stream.app import WorkerSettings
+    from stream.worker import run
+
+    try:
+        config = DetectorConfig()
+        if config_path:
+            import yaml
+
+            data = yaml.safe_load(Path(config_path).read_text()) or {}
+            if not isinstance(data, dict):
+                raise click.ClickException(f"{config_path}: expected a mapping of detector settings")
+            config = DetectorConfig.from_mapping(data)
+        settings = WorkerSettings(broker=broker, app_id=app_id, topic_prefix=topic_prefix, partitions=partitions,
+                                  web_port=web_port, metrics_port=None if no_metrics else metrics_port, bind=bind,
+                                  data_dir=data_dir, batch_max=batch_max, batch_within_s=batch_within,
+                                  checkpoint_interval_s=checkpoint_interval, config=config)
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
+        run(settings, loglevel=level)
+    except FleetepiError as exc:
+        raise _fail(exc) from None
+
+
+@click.command("publish")
+@click.argument("events", type=click.Path(allow_dash=True))
+@click.option("--broker", default="kafka://127.0.0.1:9092", show_default=True, help="kafka://HOST:PORT of the broker.")
+@click.option("--topic-prefix", default="", help="Prefix of every topic name.")
+@click.option("--rate", type=click.FloatRange(min=1.0), help="Events per second (default: as fast as possible).")
+@click.option("--create-topics/--no-create-topics", default=True, show_default=True,
+              help="Create missing topics first (with --partitions).")
+@click.option("--partitions", default=4, show_default=True, type=click.IntRange(1, 1024))
+def publish_command(events: str, broker: str, topic_prefix: str, rate: float | None, create_topics: bool,
+                    partitions: int) -> None:
+    """Send the events of EVENTS.jsonl[.gz] to the topics, hosts first, keyed by host."""
+    from stream.app import bootstrap_of
+    from stream.publish import make_producer, publish_file
+    from stream.topics import TopicNames, ensure_topics, topic_specs
+
+    names = TopicNames(topic_prefix)
+    bootstrap = bootstrap_of(broker)
+    try:
+        if create_topics:
+            ensure_topics(bootstrap, topic_specs(names, partitions))
+        producer = make_producer(bootstrap)
+        try:
+            stats = publish_file(events, producer, names, rate=rate)
+        finally:
+            producer.close()
+    except FleetepiError as exc:
+        raise _fail(exc) from None
+    parts = ", ".join(f"{t}: {n}" for t, n in sorted(stats.sent.items()))
+    skipped = ", ".join(f"{r}: {n}" for r, n in sorted(stats.skipped.items()))
+    click.echo(f"published {stats.total} events in {stats.elapsed_s:.2f} s ({stats.rate:,.0f}/s): {parts}"
+               + (f"; skipped {skipped}" if skipped else ""))
+
+
+@click.group("dev")
+def dev_group() -> None:
+    """Local development services."""
+
+
+@dev_group.group("kafka")
+def kafka_group() -> None:
+    """A single-node Kafka broker (KRaft) on 127.0.0.1, installed from Maven Central into the cache."""
+
+
+_cache = click.option("--cache-dir", type=click.Path(file_okay=False), help="Jar cache (default $FLEETEPI_CACHE or ~/.cache/fleetepi).")
+_data = click.option("--data-dir", type=click.Path(file_okay=False), help="Broker state (default <cache>/kafka-data).")
+
+
+@kafka_group.command("start")
+@_cache
+@_data
+@click.option("--port", type=click.IntRange(1, 65535), help="Client port (default: a free one).")
+@click.option("--fresh", is_flag=True, help="Wipe the data directory first.")
+def kafka_start(cache_dir: str | None, data_dir: str | None, port: int | None, fresh: bool) -> None:
+    """Install (once), format (once) and start the broker; prints its bootstrap address."""
+    from stream import devbroker
+
+    try:
+        info = devbroker.start(data_dir=data_dir, port=port, cache_dir=cache_dir, fresh=fresh)
+    except FleetepiError as exc:
+        raise _fail(exc) from None
+    click.echo(f"kafka {info.version} running (pid {info.pid}): --broker kafka://{info.bootstrap}")
+
+
+@kafka_group.command("stop")
+@_cache
+@_data
+def kafka_stop(cache_dir: str | None, data_dir: str | None) -> None:
+    """Stop the broker (SIGTERM, then wait)."""
+    from stream import devbroker
+
+    click.echo("stopped" if devbroker.stop(data_dir, cache_dir) else "not running")
+
+
+@kafka_group.command("status")
+@_cache
+@_data
+def kafka_status(cache_dir: str | None, data_dir: str | None) -> None:
+    """Print the broker's pid, ports and whether it answers (JSON); exit 1 if it is not running."""
+    from stream import devbroker
+
+    st = devbroker.status(data_dir, cache_dir)
+    click.echo(json.dumps(st, indent=2))
+    if not st.get("answers"):
+        raise SystemExit(1)
+
+
+__all__ = ["dev_group", "publish_command", "worker_command"]

@@ -1,0 +1,87 @@
+"""Every worker reads all of ``fleetepi.hosts`` into its shared inventory.
+
+Why not a faust ``GlobalTable``: the inventory is an event-time history per
+host (``detectors.Inventory``), not a key -> latest value map, and global
+tables restore through a changelog topic of their own. Here the compacted
+source topic *is* the changelog: a private consumer without a group reads
+every partition from the beginning, forever. Stages wait on :attr:`ready`
+(the end offsets seen at start have been read) before their first batch,
+so no crash is judged against an empty inventory at start-up.
+
+Validation and dead-lettering of host records happen once, in the group's
+``hosts`` agent; this reader silently skips what does not decode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from detectors import Inventory
+from fleetepi.contract import TOPIC_HOSTS, Host, decode_event
+from fleetepi.exceptions import InvalidMessage
+
+log = logging.getLogger(__name__)
+
+
+class HostFeed:
+    """Tail ``topic`` into ``inventory``.
+
+    :param bootstrap: broker address ``host:port``.
+    :param inventory: the worker's shared inventory.
+    :param on_change: called with the inventory size after each batch that added hosts.
+    """
+
+    def __init__(self, bootstrap: str, inventory: Inventory, topic: str = TOPIC_HOSTS,
+                 on_change: object | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.inventory = inventory
+        self.topic = topic
+        self.on_change = on_change
+        self.ready = asyncio.Event()
+        self.read = 0
+
+    async def run(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", client_id="fleetepi-hostfeed",
+                                    max_partition_fetch_bytes=16 << 20)
+        await consumer.start()
+        try:
+            parts = consumer.partitions_for_topic(self.topic)
+            while not parts:
+                await consumer._client.force_metadata_update()
+                parts = consumer.partitions_for_topic(self.topic)
+                if not parts:
+                    await asyncio.sleep(0.5)
+            tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            target = await consumer.end_offsets(tps)
+            announce = self.inventory.announce
+            while True:
+                batches = await consumer.getmany(timeout_ms=200, max_records=5000)
+                for records in batches.values():
+                    for rec in records:
+                        if rec.value is None:
+                            continue
+                        try:
+                            ev = decode_event(rec.value)
+                        except InvalidMessage:
+                            continue
+                        if isinstance(ev, Host):
+                            announce(ev.host, ev.ts_ms, ev.attributes)
+                            self.read += 1
+                if batches and callable(self.on_change):
+                    self.on_change(len(self.inventory))
+                if not self.ready.is_set():
+                    positions = {tp: await consumer.position(tp) for tp in tps}
+                    if all(positions[tp] >= target[tp] for tp in tps):
+                        log.info("host inventory loaded: %d hosts", len(self.inventory))
+                        self.ready.set()
+        finally:
+            await consumer.stop()
+
+
+__all__ = ["HostFeed"]

@@ -1,0 +1,64 @@
+/* Crashes on purpose, at known functions, through a few named frames.
+ * argv[1] picks the crash: segv, other, abort, assert, null, flip, wait, big.
+ * Every function is noinline and does work after its call, so no build
+ * flag turns a frame into a tail call. */
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NOINL __attribute__((noinline))
+volatile int sink;
+typedef void (*fn_t)(void);
+
+NOINL void segv_leaf(int *p) { *p = 42; sink++; }
+NOINL void segv_mid(int *p) { segv_leaf(p); sink++; }
+NOINL void segv_top(int *p) { segv_mid(p); sink++; }
+
+NOINL void other_leaf(int *p) { p[3] = 7; sink++; }
+NOINL void other_top(int *p) { other_leaf(p); sink++; }
+
+NOINL void abort_leaf(void) { abort(); }
+NOINL void abort_top(void) { abort_leaf(); sink++; }
+
+NOINL void assert_leaf(int x) { assert(x == 1); sink++; }
+NOINL void assert_top(int x) { assert_leaf(x); sink++; }
+
+NOINL void null_leaf(fn_t f) { f(); sink++; }
+NOINL void null_top(fn_t f) { null_leaf(f); sink++; }
+
+/* A heap pointer with one bit flipped, as a miscomputing CPU would leave it. */
+NOINL void flip_leaf(int *p) { *p = 1; sink++; }
+NOINL void flip_top(void) {
+    int *good = malloc(64);
+    good[0] = 0;
+    uintptr_t bad = (uintptr_t)good ^ (1ULL << 44);
+    flip_leaf((int *)bad);
+    sink += good[0];
+}
+
+NOINL void wait_top(void) { for (;;) pause(); }
+
+/* Touch about 1 GiB (argv[2] MiB), then crash: the benchmark's big core. */
+NOINL void big_top(long mib) {
+    char *mem = malloc((size_t)mib << 20);
+    for (long i = 0; i < (mib << 20); i += 4096) mem[i] = (char)i | 1;
+    segv_top(NULL);
+    sink += mem[0];
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "segv";
+    if (!strcmp(mode, "segv")) segv_top(NULL);
+    else if (!strcmp(mode, "other")) other_top(NULL);
+    else if (!strcmp(mode, "abort")) abort_top();
+    else if (!strcmp(mode, "assert")) assert_top(argc);
+    else if (!strcmp(mode, "null")) null_top(NULL);
+    else if (!strcmp(mode, "flip")) flip_top();
+    else if (!strcmp(mode, "wait")) { puts("waiting"); fflush(stdout); wait_top(); }
+    else if (!strcmp(mode, "big")) big_top(argc > 2 ? atol(argv[2]) : 1024);
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+}

@@ -1,0 +1,130 @@
+"""Signatures of real crashes: stable where the crash is the same, distinct where it is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetepi.contract import Crash
+
+SYMBOLIZED = ["pie_fp_g", "nopie_nofp"]
+STRIPPED = ["pie_nofp_stripped", "nopie_fp_stripped"]
+ALL = SYMBOLIZED + STRIPPED
+
+
+def crash_of(analyzer, core) -> Crash:  # type: ignore[no-untyped-def]
+    return analyzer.analyze(core, host="node-1").crash
+
+
+# (mode, expected signature of the symbolized builds): one row per crash kind.
+EXPECTED = [
+    # plain NULL store three named frames down
+    ("segv", "crashy!segv_leaf | crashy!segv_mid | crashy!segv_top"),
+    # a different crash site
+    ("other", "crashy!other_leaf | crashy!other_top | crashy!main"),
+    # abort(): raise/abort/pthread_kill are crash machinery and skipped
+    ("abort", "crashy!abort_leaf | crashy!abort_top | crashy!main"),
+    # assert(): __assert_fail and __assert_fail_base.cold skipped too
+    ("assert", "crashy!assert_leaf | crashy!assert_top | crashy!main"),
+    # call through a NULL function pointer: NULL leads, then the caller
+    ("null", "NULL | crashy!null_leaf | crashy!null_top"),
+]
+
+
+@pytest.mark.parametrize("variant", SYMBOLIZED)
+@pytest.mark.parametrize(("mode", "expected"), EXPECTED)
+def test_symbolized_signature(analyzer, core_factory, variant, mode, expected):  # type: ignore[no-untyped-def]
+    assert crash_of(analyzer, core_factory(variant, mode)).signature == expected
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_same_crash_twice_gives_byte_identical_signature(analyzer, core_factory, variant):  # type: ignore[no-untyped-def]
+    first = crash_of(analyzer, core_factory(variant, "segv", 0))
+    second = crash_of(analyzer, core_factory(variant, "segv", 1))
+    assert first.signature == second.signature
+    # module-relative offsets too, not only names: no ASLR address leaks in
+    assert [f.offset for f in first.frames or []][:4] == [f.offset for f in second.frames or []][:4]
+
+
+def test_same_crash_in_two_build_directories(analyzer, core_factory):  # type: ignore[no-untyped-def]
+    here = crash_of(analyzer, core_factory("pie_fp_g", "segv"))
+    there = crash_of(analyzer, core_factory("pie_fp_g@2", "segv"))
+    assert here.signature == there.signature
+    assert "/" not in here.signature
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_different_crash_sites_differ(analyzer, core_factory, variant):  # type: ignore[no-untyped-def]
+    sigs = {mode: crash_of(analyzer, core_factory(variant, mode)).signature for mode in ("segv", "other", "abort", "null")}
+    assert len(set(sigs.values())) == len(sigs), sigs
+
+
+@pytest.mark.parametrize("variant", STRIPPED)
+def test_stripped_builds_fall_back_to_module_offsets(analyzer, core_factory, variant):  # type: ignore[no-untyped-def]
+    sig = crash_of(analyzer, core_factory(variant, "segv")).signature
+    parts = sig.split(" | ")
+    assert len(parts) == 3
+    assert all(p.startswith("crashy!0x") for p in parts), sig
+    # offsets are small module offsets, never absolute ASLR addresses
+    assert all(int(p.split("!")[1], 16) < 0x100000 for p in parts)
+
+
+def test_event_carries_shape_and_build_ids(analyzer, core_factory):  # type: ignore[no-untyped-def]
+    crash = crash_of(analyzer, core_factory("pie_fp_g", "segv"))
+    assert crash.signal == "SIGSEGV"
+    assert crash.si_code == 1  # SEGV_MAPERR
+    assert crash.fault_address == "0x0"
+    assert crash.fault_class == "null_page"
+    assert crash.bitflip_score == 0.0
+    assert crash.executable == "crashy"
+    names = {m.name: m.build_id for m in crash.modules or []}
+    assert names["crashy"] and len(names["crashy"]) == 40
+    assert names["libc.so.6"]
+    first = (crash.frames or [])[0]
+    assert (first.module, first.function, first.language) == ("crashy", "segv_leaf", "native")
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_null_jump_has_ip_zero_shape(analyzer, core_factory, variant):  # type: ignore[no-untyped-def]
+    crash = crash_of(analyzer, core_factory(variant, "null"))
+    assert "ip_zero" in (crash.shape_flags or [])
+    assert crash.fault_class == "null_page"
+    assert crash.signature.startswith("NULL | ")
+
+
+@pytest.mark.parametrize("variant", ["pie_fp_g", "nopie_nofp"])
+def test_flipped_pointer_scores_as_bitflip(analyzer, core_factory, variant):  # type: ignore[no-untyped-def]
+    crash = crash_of(analyzer, core_factory(variant, "flip"))
+    assert crash.bitflip_score is not None and crash.bitflip_score > 0
+    assert "fault_bitflip" in (crash.shape_flags or [])
+    assert crash.fault_class == "unmapped"
+    assert crash.signature == "crashy!flip_leaf | crashy!flip_top | crashy!main"
+
+
+@pytest.mark.parametrize("mode", ["segv", "abort", "null", "other"])
+def test_ordinary_crashes_score_no_bitflip(analyzer, core_factory, mode):  # type: ignore[no-untyped-def]
+    crash = crash_of(analyzer, core_factory("pie_fp_g", mode))
+    assert crash.bitflip_score == 0.0
+    assert not {"fault_bitflip", "reg_bitflip", "sp_misaligned"} & set(crash.shape_flags or [])
+
+
+def test_abort_event_has_no_fault_address(analyzer, core_factory):  # type: ignore[no-untyped-def]
+    crash = crash_of(analyzer, core_factory("pie_fp_g", "abort"))
+    assert crash.signal == "SIGABRT"
+    assert crash.fault_address is None and crash.fault_class == "none"
+    assert any("SkipCrashMachinery" in n for n in crash.notes or [])
+
+
+def test_gcore_of_a_live_process(core_tmp, programs, analyzer):  # type: ignore[no-untyped-def]
+    import shutil
+
+    from agents_core_cores import gcore_live  # type: ignore[import-not-found]
+
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed (scripts/install-services.sh installs it)")
+    try:
+        core = gcore_live([str(programs["pie_fp_g"]), "wait"], core_tmp / "gcore")
+    except RuntimeError as exc:
+        pytest.skip(f"gcore unavailable here: {exc}")
+    crash = crash_of(analyzer, core)
+    assert "crashy!wait_top" in crash.signature
+    assert crash.fault_class == "none"

@@ -1,0 +1,145 @@
+"""The "Pipeline" metrics of docs/metrics.md, asserted on a fresh registry."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from fleetepi.contract import Alert
+from fleetepi.contract.codec import REASONS
+from fleetepi.metrics import ALERT_KINDS, PipelineMetrics, SlidingCounter, serve
+from fleetepi.pipeline import Pipeline
+
+from .conftest import crash_line, host_line, telemetry_line
+
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture
+def metrics() -> PipelineMetrics:
+    return PipelineMetrics(registry=CollectorRegistry())
+
+
+def value(m: PipelineMetrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def alert(state: str = "firing", **fields: object) -> Alert:
+    base: dict[str, object] = {"kind": "hardware_correlation", "signature": "a!b", "attribute": "bios",
+                               "value": "2.4", "score": 12.5, "p_value": 1e-9, "relative_risk": 40.0}
+    base.update(fields)
+    return Alert(ts=datetime(2026, 11, 22, 10, tzinfo=timezone.utc), state=state, **base)  # type: ignore[arg-type]
+
+
+def test_every_reason_and_kind_exists_at_zero(metrics: PipelineMetrics) -> None:
+    for reason in REASONS:
+        assert value(metrics, "fleetepi_events_invalid_total", reason=reason) == 0
+    for kind in ("host", "crash", "telemetry"):
+        assert value(metrics, "fleetepi_events_total", kind=kind) == 0
+    for kind in ALERT_KINDS:
+        assert value(metrics, "fleetepi_alerts_total", kind=kind) == 0
+        assert value(metrics, "fleetepi_alerts_resolved_total", kind=kind) == 0
+
+
+def test_pipeline_counts_events_and_invalid(metrics: PipelineMetrics) -> None:
+    pipe = Pipeline(metrics=metrics)
+    pipe.run([host_line("h1", 0, rack="r17"), crash_line("h1", 1), b"{nope", crash_line("ghost", 2),
+              telemetry_line("h1", 3, code=79), telemetry_line("h1", 4, code=79), crash_line("h1", -30)])
+    pipe.finish()
+    assert value(metrics, "fleetepi_events_total", kind="host") == 1
+    assert value(metrics, "fleetepi_events_total", kind="crash") == 2  # the unknown host's crash is used
+    assert value(metrics, "fleetepi_events_total", kind="telemetry") == 2
+    assert value(metrics, "fleetepi_events_invalid_total", reason="malformed_json") == 1
+    assert value(metrics, "fleetepi_events_invalid_total", reason="unknown_host") == 1
+    assert value(metrics, "fleetepi_events_invalid_total", reason="out_of_order") == 1
+    assert value(metrics, "fleetepi_telemetry_events_total", kind="xid", code="79", cohort="r17") == 2
+    assert value(metrics, "fleetepi_hosts") == 1
+    assert value(metrics, "fleetepi_watermark_timestamp_seconds") == datetime(
+        2026, 11, 22, 10, 4, tzinfo=timezone.utc).timestamp()
+    assert value(metrics, "fleetepi_host_crashes", host="h1") == 1
+    assert value(metrics, "fleetepi_signature_crashes", signature="libc.so.6!abort | trainer!main") == 2
+
+
+def test_cohort_attribute_is_configurable() -> None:
+    m = PipelineMetrics(registry=CollectorRegistry(), cohort_attribute="datacenter")
+    pipe = Pipeline(metrics=m)
+    pipe.run([host_line("h1", 0, rack="r1", datacenter="dc2"), telemetry_line("h1", 1, kind="ecc_uncorrected",
+                                                                                code=None)])
+    assert value(m, "fleetepi_telemetry_events_total", kind="ecc_uncorrected", code="", cohort="dc2") == 1
+
+
+def test_alert_gauges_exist_only_while_firing(metrics: PipelineMetrics) -> None:
+    labels = {"kind": "hardware_correlation", "signature": "a!b", "host": "", "attribute": "bios", "value": "2.4",
+              "telemetry_kind": "", "code": ""}
+    metrics.observe_alert(alert())
+    assert value(metrics, "fleetepi_alert_active", **labels) == 1
+    assert value(metrics, "fleetepi_alert_score", **labels) == 12.5
+    assert value(metrics, "fleetepi_alert_p_value", **labels) == 1e-9
+    assert value(metrics, "fleetepi_alert_relative_risk", **labels) == 40.0
+    assert value(metrics, "fleetepi_alerts_total", kind="hardware_correlation") == 1
+    metrics.observe_alert(alert(state="resolved"))
+    for name in ("fleetepi_alert_active", "fleetepi_alert_score", "fleetepi_alert_p_value",
+                 "fleetepi_alert_relative_risk"):
+        assert value(metrics, name, **labels) is None
+    assert value(metrics, "fleetepi_alerts_resolved_total", kind="hardware_correlation") == 1
+
+
+def test_alert_without_p_value_has_no_p_value_series(metrics: PipelineMetrics) -> None:
+    metrics.observe_alert(alert(kind="host_spike", signature=None, attribute=None, value=None, host="gpu-7",
+                                p_value=None, relative_risk=None))
+    labels = {"kind": "host_spike", "signature": "", "host": "gpu-7", "attribute": "", "value": "",
+              "telemetry_kind": "", "code": ""}
+    assert value(metrics, "fleetepi_alert_active", **labels) == 1
+    assert value(metrics, "fleetepi_alert_p_value", **labels) is None
+
+
+def test_top_crash_gauges_are_bounded_to_top_n(metrics: PipelineMetrics) -> None:
+    pipe = Pipeline(metrics=metrics)
+    lines = [host_line(f"h{i}", 0) for i in range(30)]
+    for i in range(30):  # host h{i} crashes i+1 times, each with its own signature
+        lines += [crash_line(f"h{i}", 1 + k * 0.01, signature=f"sig{i}") for k in range(i + 1)]
+    pipe.run(sorted(lines, key=lambda b: b.split(b'"ts":"')[1][:24]))
+    samples = [s for fam in metrics.registry.collect() if fam.name == "fleetepi_host_crashes" for s in fam.samples]
+    assert len(samples) == 20
+    assert {s.labels["host"] for s in samples} == {f"h{i}" for i in range(10, 30)}
+    assert value(metrics, "fleetepi_signature_crashes", signature="sig29") == 30
+
+
+def test_crash_gauges_forget_after_an_hour_of_event_time() -> None:
+    window = SlidingCounter(window_ms=HOUR_MS, bucket_ms=60_000)
+    window.add("sig", 0)
+    window.add("sig", 30 * 60_000)
+    assert window.top(20) == [("sig", 2)]
+    window.advance(HOUR_MS + 60_000)  # the first crash left the window
+    assert window.top(20) == [("sig", 1)]
+    window.add("late", 10)  # older than the window: ignored, not resurrected
+    window.advance(2 * HOUR_MS)
+    assert window.top(20) == [] and window.totals == {}
+
+
+def test_sliding_counter_caps_keys() -> None:
+    window = SlidingCounter(window_ms=HOUR_MS, bucket_ms=60_000, max_keys=3)
+    for i in range(5):
+        window.add(f"k{i}", 1000)
+    assert len(window.totals) == 3 and window.dropped == 2
+
+
+def test_late_event_goes_to_its_own_bucket() -> None:
+    window = SlidingCounter(window_ms=HOUR_MS, bucket_ms=60_000)
+    window.add("a", 10 * 60_000)
+    window.add("a", 5 * 60_000)  # late, but within the window
+    window.advance(HOUR_MS + 6 * 60_000)  # the late one (bucket 5 min) expired, the other not
+    assert window.top(5) == [("a", 1)]
+
+
+def test_served_over_http(metrics: PipelineMetrics) -> None:
+    metrics.count_event("crash", 3)
+    server = serve(metrics.registry, 0)
+    try:
+        body = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).text
+    finally:
+        server.shutdown()
+    assert 'fleetepi_events_total{kind="crash"} 3.0' in body
