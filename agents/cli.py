@@ -89,6 +89,10 @@ def _run(config_path: str | None, output: str | None, host: str | None, once: bo
     from agents.config import load_config, parse_config
     from agents.publish import open_publisher
 
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # kafka-python logs every refused connection as an ERROR; while the
+        # broker is away our own one-line warning (with the spool depth) says it.
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     if config_path:
         config = load_config(config_path, host=host)
     else:

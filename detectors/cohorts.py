@@ -328,8 +328,9 @@ class CohortCorrelation:
         return {k: float(s.total) for k, s in self.keys.items()}
 
 
-def cohort_correlation_from_config(cfg: Any, make_alert: MakeCohortAlert) -> CohortCorrelation:
-    return CohortCorrelation(bucket_s=cfg.bucket_s, window_s=cfg.corr_window_s, min_hosts=cfg.corr_min_hosts,
+def cohort_correlation_from_config(cfg: Any, make_alert: MakeCohortAlert,
+                                   window_s: float | None = None) -> CohortCorrelation:
+    return CohortCorrelation(bucket_s=cfg.bucket_s, window_s=cfg.corr_window_s if window_s is None else window_s, min_hosts=cfg.corr_min_hosts,
                              fdr=cfg.corr_fdr, alpha=cfg.corr_alpha, min_rr_lower=cfg.corr_min_rr_lower,
                              min_cohort_hosts=cfg.corr_min_cohort_hosts, explain_alpha=cfg.corr_explain_alpha,
                              max_units=cfg.corr_max_units, warmup_s=cfg.warmup_s, cooldown_s=cfg.cooldown_s,

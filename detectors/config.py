@@ -34,7 +34,7 @@ class DetectorConfig:
     #: Instance warm-up: nothing fires until this much event time after the first event
     #: the detector saw (baselines learn first). A partition's first event is within
     #: seconds of the stream's, so partitioned runs agree.
-    warmup_s: float = 6 * 3600.0
+    warmup_s: float = 24 * 3600.0
     #: A key (signature, host, telemetry code) with no event for this long is forgotten.
     key_ttl_s: float = 3 * 86400.0
     #: Most keys one detector instance keeps; beyond it the quietest key is evicted.
@@ -80,6 +80,9 @@ class DetectorConfig:
     host_floor_per_h: float = 0.05
     #: Hosts of a cohort (attribute value) needed before it is used as a peer group.
     host_min_peers: int = 5
+    #: Hours of the fleet's rate mixed into a host's own long-run rate (its expected count is
+    #: never below that own rate: a host that always runs crashier jobs is not news).
+    host_own_prior_h: float = 48.0
     #: Crashes flagged as odd shapes (bit flips, non-canonical addresses) count this many units.
     host_odd_weight: float = 2.0
     #: A crash's bitflip_score at or above this makes it an odd shape.

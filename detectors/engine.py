@@ -42,7 +42,8 @@ class Engine:
     def __init__(self, config: DetectorConfig | None = None, detectors: Sequence[str] | None = None) -> None:
         self.config = config or DetectorConfig()
         self.inventory = Inventory(max_history=self.config.inventory_history)
-        self.detectors: list[Detector] = build_detectors(self.config, detectors)
+        self._dispatch: dict[type, list[Detector]] = {}
+        self.detectors = build_detectors(self.config, detectors)
         self.watermark_ms: int | None = None
         self._next_tick_ms: int | None = None
         self._step_ms = int(self.config.step_s * 1000)
@@ -57,6 +58,28 @@ class Engine:
         #: flag is counted, so a runner can log it, keep its line number or dead-letter it
         #: without re-checking admission itself (zero cost on accepted events).
         self.on_invalid: Callable[[str, Event, int], None] | None = None
+
+    @property
+    def detectors(self) -> list[Detector]:
+        return self._detectors
+
+    @detectors.setter
+    def detectors(self, value: list[Detector]) -> None:
+        self._detectors = value
+        self._dispatch.clear()
+
+    def _detectors_for(self, event_type: type) -> list[Detector]:
+        """Detectors that can want events of this type, in order.
+
+        A detector may declare ``event_types`` (a ClassVar tuple, e.g.
+        ``(Crash,)``) so that the engine does not call its ``route`` for
+        events it never wants; without it, it sees every crash and telemetry.
+        """
+        dets = self._dispatch.get(event_type)
+        if dets is None:
+            dets = self._dispatch[event_type] = [
+                d for d in self._detectors if event_type in getattr(d, "event_types", (Crash, Telemetry))]
+        return dets
 
     # ------------------------------------------------------------------ admission
     def admit(self, event: Event, ts_ms: int) -> str | None:
@@ -97,7 +120,7 @@ class Engine:
             self.invalid["unknown_host"] += 1
             if self.on_invalid is not None:
                 self.on_invalid("unknown_host", event, ts_ms)
-        for det in self.detectors:
+        for det in self._dispatch.get(type(event)) or self._detectors_for(type(event)):
             if det.route(event) is not None:  # type: ignore[arg-type]
                 out.extend(det.update(event, ts_ms, inv))  # type: ignore[arg-type]
         if out:

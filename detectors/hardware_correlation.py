@@ -26,6 +26,7 @@ class HardwareCorrelation:
 
     name: ClassVar[str] = "hardware_correlation"
     state_version: ClassVar[str] = "hardware_correlation/1"
+    event_types: ClassVar[tuple[type, ...]] = (Crash,)
 
     def __init__(self, config: DetectorConfig) -> None:
         self.config = config

@@ -49,19 +49,21 @@ class HostSpike:
 
     name: ClassVar[str] = "host_spike"
     state_version: ClassVar[str] = "host_spike/1"
+    event_types: ClassVar[tuple[type, ...]] = (Crash, Telemetry)
 
     def __init__(self, config: DetectorConfig) -> None:
         c = config
         self.config = c
-        self.core = peer_spike_from_config(c, window_s=c.host_window_s, alpha=c.host_alpha,
+        self.core = peer_spike_from_config(c, windows_s=c.host_windows_s, alpha=c.host_alpha,
                                            resolve_alpha=c.host_resolve_alpha, min_count=c.host_min_crashes,
                                            min_ratio=c.host_min_ratio, floor_per_h=c.host_floor_per_h,
-                                           make_alert=self._alert)
+                                           min_events=c.host_min_crashes, make_alert=self._alert)
         self._hw_kinds = frozenset(c.hw_error_kinds)
         self._bucket_ms = int(c.bucket_s * 1000)
         self._n = self.core.n
         #: host -> hardware errors in the window (evidence only).
         self.hw: dict[str, Ring] = {}
+        self._next_hw_sweep_ms = 0
 
     def route(self, event: Crash | Telemetry) -> str | None:
         if type(event) is Crash:
@@ -83,7 +85,7 @@ class HostSpike:
 
     def _alert(self, host: str, channel: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
                notes: list[str], evidence: dict[str, Any]) -> Alert:
-        w = self.core.window_s
+        w = float(evidence.get("window_s", self.core.window_s))
         if state == "firing":
             ring = self.hw.get(host)
             hw = ring.total_at(ts_ms // self._bucket_ms) if ring is not None else 0.0
@@ -106,9 +108,11 @@ class HostSpike:
 
     def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
         out = self.core.advance(watermark_ms)
-        cutoff = watermark_ms // self._bucket_ms - self._n
-        for h in [h for h, r in self.hw.items() if r.head <= cutoff]:
-            del self.hw[h]
+        if watermark_ms >= self._next_hw_sweep_ms:  # O(hosts): hourly, not every step
+            self._next_hw_sweep_ms = watermark_ms + 3_600_000
+            cutoff = watermark_ms // self._bucket_ms - self._n
+            for h in [h for h, r in self.hw.items() if r.head <= cutoff]:
+                del self.hw[h]
         return out
 
     def snapshot(self) -> dict[str, Any]:

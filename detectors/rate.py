@@ -137,8 +137,7 @@ class RateSpike:
         st.total += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
-        if ts_ms // HOUR_MS == st.base.hour:
-            st.base.acc += w
+        st.base.add(ts_ms // HOUR_MS, w, st.firing)
         if crossed >= 0 and not st.firing:
             self._maybe_fire(key, st, crossed, ts_ms, out)
         return out
@@ -150,6 +149,7 @@ class RateSpike:
         obs, mu = st.rings[i].total, st.mu[i]
         p = nb_sf(obs, mu, self.nb_size)
         st.firing, st.fired_ms = True, ts_ms
+        st.base.mark_firing()
         self.firing.add(key)
         w = self.windows_s[i]
         notes = [f"count test: {obs:g} units in {w:g} s vs {mu:.3g} expected "
@@ -185,10 +185,12 @@ class RateSpike:
                 j += 1
             if st.firing and b > head + self.n:
                 self._resolve(key, st, max((head + self.n) * self.bucket_ms, st.fired_ms + int(hold_ms)), 0.0, out)
-        hour = b * self.bucket_ms // HOUR_MS
+        # Guard band: fold only hours older than the longest window.
+        hour = (b - self.n) * self.bucket_ms // HOUR_MS
         if hour > st.base.hour:
-            cap = st.mu[0] * HOUR_MS / (self.sizes[0] * self.bucket_ms) if st.firing else None
-            st.base.fold_to(hour, self.decay, cap)
+            cap = st.mu[0] * HOUR_MS / (self.sizes[0] * self.bucket_ms)
+            st.base.fold_until(hour, self.decay, cap)
+        if b * self.bucket_ms // HOUR_MS > st.b * self.bucket_ms // HOUR_MS:
             if len(st.seen) > 8:
                 old = b - self.sizes[0]
                 st.seen = {s: v for s, v in st.seen.items() if v > old}
@@ -210,7 +212,7 @@ class RateSpike:
             self._evict()
         start = self.start_ms if self.start_ms is not None else ts_ms
         warm_h = max(0.0, (ts_ms - start) / HOUR_MS)
-        st = _Key(self.sizes, ts_ms // HOUR_MS,
+        st = _Key(self.sizes, (ts_ms - self.n * self.bucket_ms) // HOUR_MS,
                   min(warm_h, 24.0 / (1.0 - self.decay) if self.decay < 1 else warm_h))
         st.last_ms = ts_ms
         self.keys[key] = st

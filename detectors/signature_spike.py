@@ -29,6 +29,8 @@ class SignatureSpike:
 
     name: ClassVar[str] = "signature_spike"
     state_version: ClassVar[str] = "signature_spike/1"
+    #: The engine calls ``route`` only for these event types.
+    event_types: ClassVar[tuple[type, ...]] = (Crash,)
 
     def __init__(self, config: DetectorConfig) -> None:
         c = config

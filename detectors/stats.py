@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
+import numpy as np
 from scipy import stats as _st
 
 #: Log-spacing of the memoized means (1 %): thresholds are integers, so this
@@ -60,19 +61,44 @@ def _nb_quantile_exact(mu: float, size: float, alpha: float) -> int:
     return max(k, 1)
 
 
-@lru_cache(maxsize=65536)
-def _nb_threshold_cached(grid: int, size: float, alpha: float) -> int:
-    return _nb_quantile_exact(math.exp(grid / _GRID), size, alpha)
+#: Grid of means the threshold tables are computed on: 1 % steps from 1e-4 to 1e6.
+_MU_LO = 1e-4
+_STEP = math.log(1.0 + 1.0 / _GRID)
+_N_GRID = int(math.log(1e6 / _MU_LO) / _STEP) + 2
+
+
+@lru_cache(maxsize=64)
+def _threshold_table(size: float, alpha: float) -> list[int]:
+    """Thresholds for every grid mean, in one vectorized scipy call per (size, alpha)."""
+    mu = _MU_LO * np.exp(_STEP * np.arange(_N_GRID))
+    if size <= 0 or math.isinf(size):
+        k = _st.poisson.isf(alpha, mu) + 1
+        sf = lambda kk: _st.poisson.sf(kk - 1, mu)  # noqa: E731
+    else:
+        p = size / (size + mu)
+        k = _st.nbinom.isf(alpha, size, p) + 1
+        sf = lambda kk: _st.nbinom.sf(kk - 1, size, p)  # noqa: E731
+    k = np.maximum(k, 1)
+    # isf on a discrete law can be off by one at a step: settle it exactly.
+    for _ in range(3):
+        k = np.where((k > 1) & (sf(k - 1) <= alpha), k - 1, k)
+        k = np.where(sf(k) > alpha, k + 1, k)
+    return [int(x) for x in k]
 
 
 def nb_threshold(mu: float, size: float, alpha: float) -> int:
     """Smallest count that is significant at ``alpha`` (one-sided) for mean ``mu``.
 
-    Rounded *up* on a 1 % grid of means (conservative), memoized: O(1).
+    The mean is rounded *up* to a 1 % grid (conservative) and looked up in a
+    table computed once per (size, alpha): O(1), no scipy on the hot path.
+    Means beyond the grid fall back to the exact quantile.
     """
-    if mu <= 1e-6:
-        mu = 1e-6
-    return _nb_threshold_cached(math.ceil(math.log(mu) * _GRID), float(size), float(alpha))
+    if mu <= _MU_LO:
+        mu = _MU_LO
+    i = math.ceil(math.log(mu / _MU_LO) / _STEP - 1e-9)
+    if i >= _N_GRID:
+        return _nb_quantile_exact(mu, size, alpha)
+    return _threshold_table(float(size), float(alpha))[i]
 
 
 def binom_sf(k: int, n: int, p: float) -> float:

@@ -50,12 +50,14 @@ class ThermalCrossings:
         self.hot: dict[str, int] = {}
 
     def crossing(self, event: Telemetry, ts_ms: int) -> bool:
-        key = f"{event.host}|{event.device or ''}"
-        if event.value is None:
+        value = event.value
+        if value is None:
             return True  # a thermal *event* (throttle notice) without a reading: one crossing
-        if event.value < self.threshold_c:
-            self.hot.pop(key, None)
+        if value < self.threshold_c:
+            if self.hot:  # the common case, a cool reading with no hot device, costs one comparison
+                self.hot.pop(f"{event.host}|{event.device or ''}", None)
             return False
+        key = f"{event.host}|{event.device or ''}"
         last = self.hot.get(key)
         self.hot[key] = max(ts_ms, last or ts_ms)
         return last is None or ts_ms - last >= self.rearm_ms
@@ -80,14 +82,15 @@ class TelemetryHostSpike:
 
     name: ClassVar[str] = "telemetry_host"
     state_version: ClassVar[str] = "telemetry_host/1"
+    event_types: ClassVar[tuple[type, ...]] = (Telemetry,)
 
     def __init__(self, config: DetectorConfig) -> None:
         c = config
         self.config = c
-        self.core = peer_spike_from_config(c, window_s=c.tel_window_s, alpha=c.tel_alpha,
+        self.core = peer_spike_from_config(c, windows_s=c.tel_windows_s, alpha=c.tel_alpha,
                                            resolve_alpha=c.host_resolve_alpha, min_count=c.tel_min_count,
                                            min_ratio=c.tel_min_ratio, floor_per_h=c.tel_floor_per_h,
-                                           make_alert=self._alert)
+                                           min_events=c.tel_min_events, make_alert=self._alert)
         self.thermal = ThermalCrossings(c.thermal_threshold_c, c.thermal_rearm_s)
 
     def route(self, event: Crash | Telemetry) -> str | None:
@@ -96,13 +99,17 @@ class TelemetryHostSpike:
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
         w = telemetry_units(event, ts_ms, self.thermal, self.config.tel_max_n)  # type: ignore[arg-type]
         if w <= 0:
+            # A reading without errors still says the host is alive: the peers' denominator.
+            active = self.core.active
+            if ts_ms > active.get(event.host, -1):
+                active[event.host] = ts_ms
             return []
         return self.core.observe(event.host, channel_of(event), w, ts_ms, inventory)  # type: ignore[arg-type]
 
     def _alert(self, host: str, channel: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
                notes: list[str], evidence: dict[str, Any]) -> Alert:
         kind, code = _split(channel)
-        w = self.core.window_s
+        w = float(evidence.get("window_s", self.core.window_s))
         if state == "firing":
             summary = (f"host {host}: {obs:g} {channel} errors in {w / 60:g} min vs {exp:.2g} per peer host: "
                        f"check the GPU/board of this host")
@@ -134,6 +141,7 @@ class TelemetryCohortSpike:
 
     name: ClassVar[str] = "telemetry_cohort"
     state_version: ClassVar[str] = "telemetry_cohort/1"
+    event_types: ClassVar[tuple[type, ...]] = (Telemetry,)
 
     def __init__(self, config: DetectorConfig) -> None:
         c = config
@@ -141,11 +149,18 @@ class TelemetryCohortSpike:
         self.fleet = rate_spike_from_config(c, windows_s=c.tel_windows_s, alpha=c.tel_alpha,
                                             resolve_alpha=c.sig_resolve_alpha, min_units=c.tel_min_hosts,
                                             min_ratio=c.tel_min_ratio, make_alert=self._fleet_alert)
-        self.cohorts = cohort_correlation_from_config(c, self._cohort_alert)
+        self.cohorts = cohort_correlation_from_config(c, self._cohort_alert, window_s=c.tel_corr_window_s)
+        self._skip = frozenset(c.tel_cohort_skip)
         self.thermal = ThermalCrossings(c.thermal_threshold_c, c.thermal_rearm_s)
 
     def route(self, event: Crash | Telemetry) -> str | None:
-        return channel_of(event) if type(event) is Telemetry else None  # type: ignore[arg-type]
+        if type(event) is not Telemetry:
+            return None
+        kind = event.kind  # type: ignore[union-attr]
+        if kind in self._skip:
+            return None  # a whole kind skipped (corrected ECC): the common case, one set lookup
+        ch = kind if event.code is None else f"{kind}:{event.code}"  # type: ignore[union-attr]
+        return None if ch in self._skip else ch
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
         ev: Telemetry = event  # type: ignore[assignment]

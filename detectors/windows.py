@@ -85,7 +85,7 @@ class Ring:
 
 
 class DailyBaseline:
-    """Units per hour, by hour of day (UTC), learned from the key's own stream.
+    """Units per hour, by hour of day (UTC), learned from the key's own past.
 
     Each hour slot keeps a decayed count ``c[h]`` and a decayed exposure
     ``e[h]`` (hours observed), decayed once per day with the configured
@@ -95,41 +95,78 @@ class DailyBaseline:
     ``prior_weight_h`` pseudo-hours: a new or sparse key gets a flat, cautious
     profile; a busy key with weeks of history gets its own daily cycle.
 
-    The hour being counted is folded in when time moves past it. While the
-    key is firing the caller folds at most the expected count, so an
-    outbreak does not become the new normal.
+    A guard band keeps the baseline honest: an hour is folded in only once
+    it is older than the longest detection window (it waits in ``pending``),
+    so a slow outbreak is never compared with a baseline that already learned
+    its first hours. Hours during which the key fired are folded at most at
+    the expected rate, so an outbreak does not become the new normal.
     """
 
-    __slots__ = ("c", "e", "hour", "acc")
+    __slots__ = ("c", "e", "hour", "pending")
 
     def __init__(self, start_hour: int, warm_hours: float = 0.0) -> None:
         self.c: list[float] = [0.0] * DAY_H
         #: A key first seen late in the stream was silent before: credit that exposure.
         self.e: list[float] = [warm_hours / DAY_H] * DAY_H
-        #: Absolute hour (ts_ms // HOUR_MS) being accumulated.
+        #: First absolute hour (ts_ms // HOUR_MS) not folded yet.
         self.hour = start_hour
-        self.acc = 0.0
+        #: [absolute hour, units, fired during it] not folded yet, oldest first.
+        self.pending: list[list[Any]] = []
 
-    def fold_to(self, hour: int, decay: float, cap: float | None) -> None:
-        """Close every hour before ``hour``; ``cap`` bounds what the open hour adds."""
+    def add(self, hour: int, w: float, firing: bool = False) -> None:
+        p = self.pending
+        if p and p[-1][0] == hour:
+            entry = p[-1]
+        elif hour < self.hour:
+            return  # that hour is folded already: a late event teaches the baseline nothing
+        elif not p or p[-1][0] < hour:
+            p.append([hour, 0.0, firing])
+            entry = p[-1]
+        else:
+            for entry in p:
+                if entry[0] == hour:
+                    break
+            else:
+                p.append([hour, 0.0, firing])
+                p.sort(key=lambda x: x[0])
+                entry = next(x for x in p if x[0] == hour)
+        entry[1] += w
+        if firing:
+            entry[2] = True
+
+    def mark_firing(self) -> None:
+        """The key fired: the hours still pending are outbreak, not baseline."""
+        for entry in self.pending:
+            entry[2] = True
+
+    def _silent(self, start: int, end: int, decay: float) -> None:
+        """Fold the silent hours ``start .. end - 1`` (each slot visited once per day)."""
+        gap = end - start
+        if gap <= 0:
+            return
+        c, e = self.c, self.e
+        for k in range(min(gap, DAY_H)):
+            s = (start + k) % DAY_H
+            visits = (gap - 1 - k) // DAY_H + 1
+            d = decay**visits
+            c[s] *= d
+            e[s] = e[s] * d + ((1.0 - d) / (1.0 - decay) if decay < 1.0 else float(visits))
+
+    def fold_until(self, hour: int, decay: float, cap: float) -> None:
+        """Fold every hour before ``hour``; an hour that fired adds at most ``cap`` units."""
         if hour <= self.hour:
             return
         c, e = self.c, self.e
-        h0 = self.hour
-        slot = h0 % DAY_H
-        add = self.acc if cap is None else min(self.acc, cap)
-        c[slot] = c[slot] * decay + add
-        e[slot] = e[slot] * decay + 1.0
-        gap = hour - h0 - 1  # silent hours in between
-        if gap > 0:
-            for k in range(1, min(gap, DAY_H) + 1):
-                s = (h0 + k) % DAY_H
-                visits = (gap - k) // DAY_H + 1
-                d = decay**visits
-                c[s] *= d
-                e[s] = e[s] * d + (1.0 - d) / (1.0 - decay) if decay < 1.0 else e[s] + visits
+        p = self.pending
+        while p and p[0][0] < hour:
+            h, acc, fired = p.pop(0)
+            self._silent(self.hour, h, decay)
+            slot = h % DAY_H
+            c[slot] = c[slot] * decay + (min(acc, cap) if fired else acc)
+            e[slot] = e[slot] * decay + 1.0
+            self.hour = h + 1
+        self._silent(self.hour, hour, decay)
         self.hour = hour
-        self.acc = 0.0
 
     def rates(self, prior_rate: float, prior_w: float, hour_w: float) -> list[float]:
         """Units per hour for each hour of day."""
@@ -138,12 +175,13 @@ class DailyBaseline:
         return [(c[h] + hour_w * overall) / (e[h] + hour_w) for h in range(DAY_H)]
 
     def dump(self) -> list[Any]:
-        return [self.hour, self.acc, list(self.c), list(self.e)]
+        return [self.hour, [list(x) for x in self.pending], list(self.c), list(self.e)]
 
     @classmethod
     def load(cls, data: list[Any]) -> "DailyBaseline":
         b = cls(int(data[0]))
-        b.acc, b.c, b.e = float(data[1]), [float(x) for x in data[2]], [float(x) for x in data[3]]
+        b.pending = [[int(h), float(a), bool(f)] for h, a, f in data[1]]
+        b.c, b.e = [float(x) for x in data[2]], [float(x) for x in data[3]]
         return b
 
 

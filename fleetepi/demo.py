@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -99,64 +98,39 @@ def paced(events: Iterable[Event], speed: float | None, clock: Any = time) -> It
 
 
 # ---------------------------------------------------------------------- scoring
-@dataclass
-class OutbreakResult:
-    """One injected outbreak (``fleetepi.simulate.Outbreak``) and the first firing alert that finds it."""
+def outbreak_table(truth: list[Any], score: Any) -> Table:
+    """Which injected outbreaks were caught and how late, scored like bench/detection.py.
 
-    truth: Any
-    alert: Alert | None
-    delay_s: float | None
-
-
-def alert_key(alert: Alert) -> tuple[Any, ...]:
-    """The alert's entity in the simulator's ``EntityKey`` layout."""
-    return (alert.kind, alert.signature, alert.host, alert.attribute, alert.value, alert.telemetry_kind, alert.code)
-
-
-def score_outbreaks(truth: Iterable[Any], alerts: list[Alert]) -> tuple[list[OutbreakResult], list[Alert]]:
-    """Match each outbreak to its first firing alert, at or after its start, on an accepted entity.
-
-    An outbreak's ``accept`` entities count as finding it (BIOS 2.4 *or*
-    rack r17); its ``related`` ones are true consequences that are neither
-    a detection nor a false alert. Returns the per-outbreak results and the
-    firing alerts that no outbreak explains.
+    :param truth: the simulator's ``Outbreak`` list.
+    :param score: ``fleetepi.simulate.scoring.score_run`` of the demo's alerts
+        (same rules as the detection benchmark: ``accept`` entities detect,
+        ``related`` ones are neither detections nor false alerts).
     """
-    firing = [a for a in alerts if a.state == "firing"]
-    explained: set[tuple[Any, ...]] = set()
-    results = []
-    for t in truth:
-        accept = set(t.accept) or {t.key}
-        explained |= accept | set(t.related)
-        hit = next((a for a in firing if alert_key(a) in accept and a.ts_ms >= t.start_ms), None)
-        delay = None if hit is None else (hit.ts_ms - t.start_ms) / 1000.0
-        results.append(OutbreakResult(t, hit, delay))
-    others = [a for a in firing if alert_key(a) not in explained]
-    return results, others
-
-
-def outbreak_table(results: list[OutbreakResult], others: list[Alert]) -> Table:
-    """Which injected outbreaks were caught, by which alert, how late."""
     table = Table(title="injected outbreaks (ground truth of the simulator)", title_justify="left")
     table.add_column("outbreak", no_wrap=True)
     table.add_column("entity", overflow="fold", ratio=1)
     table.add_column("started", no_wrap=True)
     table.add_column("caught", no_wrap=True)
     table.add_column("delay", justify="right", no_wrap=True)
-    for r in results:
-        t = r.truth
+    outcome = {o.id: o for o in score.outbreaks}
+    for t in truth:
+        o = outcome[t.id]
         started = format_ts(ts_from_ms(t.start_ms))[5:16].replace("T", " ")
         what = alert_entity(Alert(ts=ts_from_ms(t.start_ms), kind=t.kind, score=0.0, signature=t.signature,
                                   host=t.host, attribute=t.attribute, value=t.value,
                                   telemetry_kind=t.telemetry_kind, code=t.code))
-        if r.alert is None:
-            table.add_row(t.template, what, started, "[red]missed", "")
+        if o.detected:
+            table.add_row(t.template, what, started, "[green]yes", f"{(o.delay_s or 0.0) / 60:.0f} min")
         else:
-            minutes = (r.delay_s or 0.0) / 60
-            table.add_row(t.template, what, started, f"[green]yes[/] ({r.alert.kind})", f"{minutes:.0f} min")
-    caught = sum(r.alert is not None for r in results)
-    delays = sorted(r.delay_s for r in results if r.delay_s is not None)
+            table.add_row(t.template, what, started, "[red]missed", "")
+    caught = [o for o in score.outbreaks if o.detected]
+    delays = sorted(o.delay_s for o in caught if o.delay_s is not None)
     median = f", median delay {delays[len(delays) // 2] / 60:.0f} min" if delays else ""
-    table.caption = f"{caught}/{len(results)} caught{median}; {len(others)} other firing alert(s)"
+    false = [a for a in score.alerts if a.outcome == "false"]
+    related = sum(a.outcome == "related" for a in score.alerts)
+    bursts = sum(a.burst for a in false)
+    table.caption = (f"{len(caught)}/{len(score.outbreaks)} caught{median}; {related} related alert(s); "
+                     f"{len(false)} false alert(s), {bursts} of them during background job bursts")
     return table
 
 
@@ -251,10 +225,11 @@ def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind
         out.print("[yellow]interrupted: summary of what ran so far[/]")
     pipe.finish()
     out.print(summary_table(pipe.summary, title="fleetepi demo"))
-    truth = list(getattr(sim, "truth", []) or [])
-    if truth:
-        results, others = score_outbreaks(truth, collected.alerts)
-        out.print(outbreak_table(results, others))
+    if sim.truth:
+        from fleetepi.simulate.scoring import score_run
+
+        score = score_run(collected.alerts, sim.truth, sim.bursts, hosts, days)
+        out.print(outbreak_table(sim.truth, score))
     if server is None or exit_after or interrupted:
         _shutdown(server)
         return
@@ -311,4 +286,4 @@ def _shutdown(server: Any) -> None:
         server.shutdown()
 
 
-__all__ = ["OutbreakResult", "alert_key", "demo_command", "outbreak_table", "parse_speed", "paced", "score_outbreaks"]
+__all__ = ["demo_command", "outbreak_table", "parse_speed", "paced"]

@@ -23,7 +23,7 @@ from fleetepi.console import summary_table
 from fleetepi.exceptions import ConfigError
 from fleetepi.jsonl import InputError, open_input, open_output
 from fleetepi.metrics import DEFAULT_BIND, PipelineMetrics, serve
-from fleetepi.pipeline import JsonlAlertSink, Pipeline, StrictModeError
+from fleetepi.pipeline import JsonlAlertSink, Pipeline, StrictModeError, batch_gc
 
 
 def load_config(path: str | Path | None) -> DetectorConfig:
@@ -122,7 +122,7 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
             raise click.ClickException(f"cannot serve metrics on {metrics_bind}:{metrics_port}: {exc}") from None
     show_progress = err.is_terminal if progress is None else progress
     try:
-        with open_input(input_path) as source, open_output(output_path) as out:
+        with batch_gc(), open_input(input_path) as source, open_output(output_path) as out:
             sink = JsonlAlertSink(out)
             pipe = Pipeline(config=config, sink=sink, metrics=metrics, strict=strict)
             if show_progress:

@@ -35,12 +35,15 @@ from stream.checkpoint import CheckpointStore
 from stream.deadletter import encode_letter, make_letter
 from stream.hostfeed import HostFeed
 from stream.metrics import StreamMetrics
-from stream.partitioning import Stage, frame, stages
+from stream.partitioning import Stage, bundle, stages
 from stream.recovery import catch_up
 from stream.state import PartitionState
 from stream.topics import TopicNames
 
 log = logging.getLogger(__name__)
+
+#: Most forwarded events in one bundle (keeps an internal record well under 1 MiB).
+BUNDLE_MAX = 500
 
 
 def bootstrap_of(broker: str) -> str:
@@ -133,6 +136,8 @@ class StreamWorker:
         self.checkpoints = (CheckpointStore(Path(settings.data_dir) / "checkpoints")
                             if settings.checkpoint_interval_s > 0 else None)
         self._last_ckpt: dict[str, float] = {}
+        self._key_part: dict[tuple[str, bytes], int] = {}
+        self._n_parts: dict[str, int] = {}
         self.stages: Sequence[Stage] = stages(self.names)
         self.hostfeed = HostFeed(settings.bootstrap, self.inventory, self.names.hosts,
                                  on_change=self.pipeline.set_hosts)
@@ -207,39 +212,25 @@ class StreamWorker:
         alerts_topic = self.names.alerts
         pending: list[Any] = []
         pipeline = self.pipeline
-        input_stage = not stage.framed
-        fwd_topic = stage.forward_topic
+        observe_alert = pipeline.observe_alert
         for p, msgs in by_part.items():
             st = self._state(stage, p)
+            if stage.framed and not st.sources and stage.source_topic:
+                st.sources = await self._n_partitions(stage.source_topic)
             first = msgs[0].offset
             if first > st.next_offset:
                 self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, first)
-            apply = st.apply
-            for m in msgs:
-                off = m.offset
-                if off < st.next_offset:
-                    continue  # already folded (redelivery)
-                alerts, event, raw, bad = apply(off, m.value)
-                if bad is not None:
-                    pending.append(await self._deadletter(stage.topic, p, off, m.key, m.value, bad))
-                    continue
-                if event is None:
-                    continue  # duplicate forward
-                if fwd_topic is not None:
-                    pending.append(await send(fwd_topic, stage.forward_key(event), frame(p, off, raw), None, None,
-                                              None))
-                if input_stage:
-                    if isinstance(event, Crash):
-                        pipeline.count_event("crash")
-                        pipeline.observe_crash(event, event.ts_ms)
-                    elif isinstance(event, Telemetry):
-                        pipeline.count_event("telemetry")
-                        pipeline.observe_telemetry(event, self.inventory.attributes_at(event.host, event.ts_ms))
-                for a in alerts:
-                    pipeline.observe_alert(a)
-                    pending.append(await send(alerts_topic, a.key.encode(), encode(a), None, None, None))
-            if input_stage:
+            if stage.framed:
+                alerts = []
+                for m in msgs:
+                    if m.offset >= st.next_offset:  # else already folded (redelivery)
+                        alerts.extend(st.apply_bundle(m.offset, m.value))
+            else:
+                alerts = await self._input_partition(stage, st, p, msgs, pending)
                 pipeline.set_watermark(st.engine.watermark_ms)
+            for a in alerts:
+                observe_alert(a)
+                pending.append(await send(alerts_topic, a.key.encode(), encode(a), None, None, None))
             hw = self._highwater(stage.topic, p)
             if hw is not None:
                 self.metrics.set_lag(stage.topic, p, hw - st.next_offset)
@@ -247,6 +238,49 @@ class StreamWorker:
             await asyncio.gather(*pending)
         self.metrics.batch_seconds.observe(time.perf_counter() - t0)
         await self._maybe_checkpoint(stage)
+
+    async def _input_partition(self, stage: Stage, st: PartitionState, p: int, msgs: list[Any],
+                               pending: list[Any]) -> list[Any]:
+        """Fold one partition's part of an input batch; dead letters and bundles go to ``pending``."""
+        out: list[Any] = []
+        fwd: dict[int, list[tuple[int, int, bytes]]] = {}
+        fwd_topic = stage.forward_topic
+        pipeline = self.pipeline
+        is_crash = stage.event_type is Crash
+        attributes_at = self.inventory.attributes_at
+        apply = st.apply
+        for m in msgs:
+            off = m.offset
+            if off < st.next_offset:
+                continue  # already folded (redelivery)
+            alerts, event, raw, bad = apply(off, m.value)
+            if bad is not None:
+                pending.append(await self._deadletter(stage.topic, p, off, m.key, m.value, bad))
+                continue
+            if alerts:
+                out.extend(alerts)
+            if fwd_topic is not None:
+                ts = event.ts_ms  # type: ignore[union-attr]
+                target = await self._partition_of(fwd_topic, stage.forward_key(event))  # type: ignore[arg-type]
+                fwd.setdefault(target, []).append((off, ts, raw))  # type: ignore[arg-type]
+                if st.fwd_wm is None or ts > st.fwd_wm:
+                    st.fwd_wm = ts
+            if is_crash:
+                pipeline.count_event("crash")
+                pipeline.observe_crash(event, event.ts_ms)  # type: ignore[arg-type,union-attr]
+            else:
+                pipeline.count_event("telemetry")
+                pipeline.observe_telemetry(event, attributes_at(event.host, event.ts_ms))  # type: ignore[arg-type,union-attr]
+        if fwd_topic is not None:
+            send = self.app.producer.send
+            key = b"%d" % p
+            wm = st.fwd_wm
+            for target in range(await self._n_partitions(fwd_topic)):
+                records = fwd.get(target, [])
+                for i in range(0, max(len(records), 1), BUNDLE_MAX):
+                    value = bundle(p, wm, records[i:i + BUNDLE_MAX])
+                    pending.append(await send(fwd_topic, key, value, target, None, None))
+        return out
 
     async def _hosts_batch(self, events: Sequence[Any]) -> None:
         pending = []
@@ -275,6 +309,26 @@ class StreamWorker:
         self.pipeline.count_invalid(exc.reason)
         log.warning("dead letter %s[%d]@%d: %s: %s", topic, partition, offset, exc.reason, exc.detail[:200])
         return await self.app.producer.send(self.names.deadletter, key, encode_letter(letter), None, None, None)
+
+    async def _partition_of(self, topic: str, key: bytes) -> int:
+        """Partition of ``key`` (Kafka's murmur2), cached: the pure-Python hash is ~5 µs a call."""
+        p = self._key_part.get((topic, key))
+        if p is not None:
+            return p
+        from aiokafka.partitioner import murmur2
+
+        n = await self._n_partitions(topic)
+        p = (murmur2(key) & 0x7FFFFFFF) % n
+        if len(self._key_part) < 200_000:
+            self._key_part[(topic, key)] = p
+        return p
+
+    async def _n_partitions(self, topic: str) -> int:
+        n = self._n_parts.get(topic)
+        if n is None:
+            parts = await self.app.producer._ensure_producer().partitions_for(topic)
+            n = self._n_parts[topic] = len(parts)
+        return n
 
     def _highwater(self, topic: str, partition: int) -> int | None:
         from faust.types import TP

@@ -75,7 +75,7 @@ def publish_command(events: str, broker: str, topic_prefix: str, rate: float | N
                     partitions: int) -> None:
     """Send the events of EVENTS.jsonl[.gz] to the topics, hosts first, keyed by host."""
     from stream.app import bootstrap_of
-    from stream.publish import make_producer, publish_file
+    from stream.publish import publish_file
     from stream.topics import TopicNames, ensure_topics, topic_specs
 
     names = TopicNames(topic_prefix)
@@ -83,11 +83,7 @@ def publish_command(events: str, broker: str, topic_prefix: str, rate: float | N
     try:
         if create_topics:
             ensure_topics(bootstrap, topic_specs(names, partitions))
-        producer = make_producer(bootstrap)
-        try:
-            stats = publish_file(events, producer, names, rate=rate)
-        finally:
-            producer.close()
+        stats = publish_file(events, bootstrap, names, rate=rate)
     except FleetepiError as exc:
         raise _fail(exc) from None
     parts = ", ".join(f"{t}: {n}" for t, n in sorted(stats.sent.items()))

@@ -52,7 +52,7 @@ async def catch_up(bootstrap: str, state: PartitionState, until_offset: int, tim
                         state.stage.name, state.partition, start, state.next_offset, start)
             state.next_offset = start
         consumer.seek(tp, state.next_offset)
-        apply = state.apply
+        fold = state.fold
         while state.next_offset < until_offset:
             if time.monotonic() - t0 > timeout_s:
                 raise RebuildError(f"rebuilding {tp.topic}[{tp.partition}] took over {timeout_s:.0f} s "
@@ -62,7 +62,7 @@ async def catch_up(bootstrap: str, state: PartitionState, until_offset: int, tim
                 if rec.offset >= until_offset:
                     break
                 if rec.offset >= state.next_offset:
-                    apply(rec.offset, rec.value)
+                    fold(rec.offset, rec.value)
                     folded += 1
             pos = await consumer.position(tp)
             if pos >= until_offset and state.next_offset < until_offset:

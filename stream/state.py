@@ -24,16 +24,22 @@ the attributes in force for an event do not depend on when they were read.
 
 from __future__ import annotations
 
+import heapq
+import logging
 from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from detectors import DetectorConfig, Engine, Inventory
 from fleetepi.contract import Alert, Event, decode_event
 from fleetepi.exceptions import InvalidMessage
-from stream.partitioning import Stage, unframe
+from stream.partitioning import Stage, unbundle
+
+log = logging.getLogger(__name__)
 
 #: Bumped when the layout of :meth:`PartitionState.snapshot` changes.
-STATE_VERSION = "partition/1"
+STATE_VERSION = "partition/2"
 
 
 class PartitionState:
@@ -57,44 +63,113 @@ class PartitionState:
         self.next_offset = 0
         #: Framed stages: highest source offset folded, per source partition.
         self.seen: dict[int, int] = {}
+        #: Framed stages: input partitions feeding this one (0: unknown, release at once).
+        self.sources = 0
+        #: Framed stages: watermark of each source partition, and events waiting for the slowest source.
+        self.src_wm: dict[int, int] = {}
+        self.heap: list[tuple[int, int, int, bytes]] = []
+        #: Input stages: largest event time forwarded (the watermark sent with every bundle).
+        self.fwd_wm: int | None = None
+        #: events a detector raised on (logged; the event is skipped, the partition goes on).
+        self.errors = 0
 
     def apply(self, offset: int, value: bytes | None) -> tuple[list[Alert], Event | None, bytes | None,
                                                                 InvalidMessage | None]:
-        """Fold one record: ``(alerts, event, raw bytes, rejection)``.
+        """Fold one input record: ``(alerts, event, raw bytes, rejection)``.
 
-        ``event`` is None for a duplicate or a rejected record; ``rejection``
-        is set for records that break the contract (they advance the
-        position too: a dead letter is not retried).
+        ``event`` is None for a rejected record; ``rejection`` is set for
+        records that break the contract (they advance the position too: a
+        dead letter is not retried).
         """
         self.next_offset = offset + 1
         if value is None:
             return [], None, None, InvalidMessage("malformed_json", "empty record (no value)")
-        raw = value
-        if self.stage.framed:
-            try:
-                src_p, src_o, raw = unframe(value)
-            except ValueError:
-                return [], None, None, InvalidMessage("malformed_json", "internal record without source frame")
-            if src_o <= self.seen.get(src_p, -1):
-                return [], None, None, None
-            self.seen[src_p] = src_o
         try:
-            event = decode_event(raw)
+            event = decode_event(value)
         except InvalidMessage as exc:
-            return [], None, raw, exc
+            return [], None, value, exc
         if type(event) is not self.stage.event_type:
             schema = type(event).__name__.lower()
-            return [], None, raw, InvalidMessage(
+            return [], None, value, InvalidMessage(
                 "unknown_schema", f"a {schema} message on {self.stage.topic}, which carries "
                                   f"{self.stage.event_type.__name__.lower()} messages only")
-        return self.engine.process(event), event, raw, None
+        return self._process(event, offset), event, value, None
+
+    def apply_bundle(self, offset: int, value: bytes | None) -> list[Alert]:
+        """Fold one internal record (a bundle), then release what every source has passed.
+
+        The internal partition is fed by all ``sources`` input partitions,
+        each in event-time order, but interleaved by whoever forwarded
+        first: a worker catching up on partition 0 may forward two days of
+        crashes before partition 1's first. Folding in arrival order would
+        drop most of them as ``out_of_order``. So events wait in a heap and
+        are released in (ts, source partition, source offset) order up to
+        the smallest source watermark: the merge the embedded engine sees,
+        whatever the arrival order. Events newer than the slowest source
+        wait for it (the tail of a finished recording waits for more input).
+        """
+        self.next_offset = offset + 1
+        try:
+            src_p, wm, records = unbundle(value or b"")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            log.error("%s[%d]@%d: not a bundle, skipped", self.stage.name, self.partition, offset)
+            return []
+        seen = self.seen.get(src_p, -1)
+        heap = self.heap
+        for src_o, ts_ms, raw in records:
+            if src_o <= seen:
+                continue
+            seen = src_o
+            heapq.heappush(heap, (ts_ms, src_p, src_o, raw))
+        self.seen[src_p] = seen
+        if wm is not None and wm > self.src_wm.get(src_p, wm - 1):
+            self.src_wm[src_p] = wm
+        return self._release()
+
+    def _release(self) -> list[Alert]:
+        heap = self.heap
+        if not heap or (self.sources and len(self.src_wm) < self.sources):
+            return []
+        horizon = min(self.src_wm.values()) if self.src_wm else heap[0][0]
+        out: list[Alert] = []
+        while heap and heap[0][0] <= horizon:
+            _, _, src_o, raw = heapq.heappop(heap)
+            try:
+                event = decode_event(raw)
+            except InvalidMessage:
+                continue  # validated by the input stage; only others writing this topic could cause it
+            out.extend(self._process(event, src_o))
+        # Event time passed for every source: let the detectors' clock follow it, as the
+        # embedded engine's does on every event (this partition may see one rare key only).
+        eng = self.engine
+        next_tick = eng._next_tick_ms
+        if next_tick is not None and horizon >= next_tick:
+            out.extend(eng.advance(horizon))
+        return out
+
+    def fold(self, offset: int, value: bytes | None) -> None:
+        """Fold a record without emitting anything (rebuilding from the log)."""
+        if self.stage.framed:
+            self.apply_bundle(offset, value)
+        else:
+            self.apply(offset, value)
+
+    def _process(self, event: Event, offset: int) -> list[Alert]:
+        try:
+            return self.engine.process(event)
+        except Exception:  # noqa: BLE001 - a detector bug on one input must not stop the partition
+            log.exception("%s[%d]@%d: detector failed on %r", self.stage.name, self.partition, offset, event)
+            self.errors += 1
+            return []
 
     def snapshot(self) -> dict[str, Any]:
         """Plain data (msgpack-able): position, duplicate filter and the Engine without inventory."""
         eng = self.engine.snapshot()
         eng["inventory"] = {}
         return {"version": STATE_VERSION, "stage": self.stage.name, "partition": self.partition,
-                "next_offset": self.next_offset, "seen": {str(k): v for k, v in self.seen.items()}, "engine": eng}
+                "next_offset": self.next_offset, "seen": {str(k): v for k, v in self.seen.items()},
+                "src_wm": {str(k): v for k, v in self.src_wm.items()}, "heap": [list(h) for h in self.heap],
+                "fwd_wm": self.fwd_wm, "engine": eng}
 
     def restore(self, snap: dict[str, Any]) -> bool:
         """Load a :meth:`snapshot`; False (state untouched) if it is of another version, stage or config."""
@@ -110,6 +185,10 @@ class PartitionState:
         if ok:
             self.next_offset = int(snap["next_offset"])
             self.seen = {int(k): int(v) for k, v in snap["seen"].items()}
+            self.src_wm = {int(k): int(v) for k, v in snap["src_wm"].items()}
+            self.heap = [tuple(h) for h in snap["heap"]]  # type: ignore[misc]
+            heapq.heapify(self.heap)
+            self.fwd_wm = snap["fwd_wm"]
         return ok
 
 

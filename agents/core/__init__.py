@@ -1,0 +1,25 @@
+"""Core dumps to crash events: ELF notes, stack walk, symbols, Python frames, shape, signature.
+
+Start at :class:`CoreAnalyzer` (one per agent, it caches symbol tables) or
+``fleetepi signature CORE``. Design notes: ``docs/agents-core.md``.
+"""
+
+from __future__ import annotations
+
+from agents.core.exceptions import BadRuleLine, NotACore, UnsupportedCore
+from agents.core.limits import CoreLimits
+from agents.core.rules import DEFAULT_RULES, SignatureRules, load_rules
+from agents.core.signature import CoreAnalyzer, CoreReport, analyze_core
+
+__all__ = [
+    "DEFAULT_RULES",
+    "BadRuleLine",
+    "CoreAnalyzer",
+    "CoreLimits",
+    "CoreReport",
+    "NotACore",
+    "SignatureRules",
+    "UnsupportedCore",
+    "analyze_core",
+    "load_rules",
+]

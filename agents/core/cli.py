@@ -89,7 +89,9 @@ def signature_command(core: str, as_json: bool, executable: str | None, host: st
     """
     analyzer = _analyzer(rules_dir, max_core_gib, timeout_s, not no_pyspy, frames)
     try:
-        report = analyzer.analyze(core, host=host or socket.gethostname(), executable=executable)
+        # The core's mtime is when the kernel finished writing it: the crash's event time.
+        ts = datetime.fromtimestamp(os.stat(core).st_mtime, tz=timezone.utc)
+        report = analyzer.analyze(core, host=host or socket.gethostname(), ts=ts, executable=executable)
     finally:
         analyzer.close()
     if as_json:
@@ -147,13 +149,19 @@ class _JsonLinesPublisher:
             self._fh.close()
 
 
-def open_publisher(url: str) -> Any:
-    """The agent's publisher for ``url`` (Kafka, a file or ``-``), or JSON lines when that package is absent."""
+def open_publisher(url: str, spool_dir: str) -> Any:
+    """The agent's publisher for ``url`` (Kafka, a file or ``-``), or JSON lines when that package is absent.
+
+    Kafka events are spooled to ``spool_dir`` while the broker is away, so a
+    crash during a broker outage is sent later, not lost.
+    """
     try:
-        from agents.publish import open_publisher as real_open  # type: ignore[attr-defined]
+        from agents.publish import open_publisher as real_open
     except ImportError:
         return _JsonLinesPublisher(url)
-    return real_open(url)
+    if url.startswith("kafka://"):
+        return real_open(url, spool_dir=spool_dir)
+    return real_open(url, fsync=True)
 
 
 class _HashingReader:
@@ -179,10 +187,12 @@ class _HashingReader:
 @click.option("--keep-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the core in this directory (core.EXE.PID.TIME); by default it is written nowhere but a temp file.")
 @click.option("--tmp-dir", type=click.Path(file_okay=False), default=None, help="Where the temporary core goes (default: $TMPDIR).")
+@click.option("--spool-dir", default="/var/lib/fleetepi/core-handler-spool", show_default=True,
+              help="On-disk spool for kafka:// while the broker is away (resent by the next handler run or the agent).")
 @click.option("--job", default=None, help="Scheduler job or pod that owned the process, if known.")
 @_with_common
 def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, publish_url: str, keep_dir: str | None,
-                         tmp_dir: str | None, job: str | None, host: str | None, rules_dir: str | None,
+                         tmp_dir: str | None, spool_dir: str, job: str | None, host: str | None, rules_dir: str | None,
                          max_core_gib: float, timeout_s: float, no_pyspy: bool, frames: int) -> None:
     """core_pattern pipe handler: read a core from stdin, publish its crash event.
 
@@ -228,7 +238,7 @@ def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, p
     crash = report.crash
     if crash.executable is None:
         crash = _with_executable(crash, exe_name)
-    publisher = open_publisher(publish_url)
+    publisher = open_publisher(publish_url, spool_dir)
     try:
         publisher.publish(crash)
     finally:

@@ -25,6 +25,7 @@ from agents.core.notes import PrStatus, SigInfo, decode_auxv, decode_prstatus, d
 PF_X = 1
 PF_W = 2
 PF_R = 4
+_ADDR_END = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,9 @@ class CoreFile:
                 h = self._elf.get_segment(i).header
                 if h["p_type"] != "PT_LOAD":
                     continue
-                seg = Segment(h["p_vaddr"], h["p_memsz"], h["p_offset"], h["p_filesz"], h["p_flags"])
+                # A corrupt header can claim memory past 2**64: clamp, so later arithmetic stays in range.
+                memsz = min(h["p_memsz"], _ADDR_END - h["p_vaddr"])
+                seg = Segment(h["p_vaddr"], memsz, h["p_offset"], min(h["p_filesz"], memsz), h["p_flags"])
                 if seg.filesz and seg.offset + seg.filesz > self.size:
                     cut = max(0, self.size - seg.offset)
                     self.problems.append(

@@ -5,7 +5,6 @@
     FleetepiError
      └── CoreParseError          (fleetepi.exceptions)
           ├── NotACore           the file is not an ELF core (wrong magic or e_type)
-          ├── CoreTooLarge       the core exceeds the configured size limit
           ├── UnsupportedCore    an ELF core of a machine we cannot unwind (not x86-64)
           └── BadRuleLine        a rules file line that does not compile (file:line)
 
@@ -22,10 +21,6 @@ from fleetepi.exceptions import ConfigError, CoreParseError
 
 class NotACore(CoreParseError):
     """The file is not an ELF core dump (wrong magic, not ET_CORE, empty)."""
-
-
-class CoreTooLarge(CoreParseError):
-    """The core is bigger than ``CoreLimits.max_core_bytes``."""
 
 
 class UnsupportedCore(CoreParseError):
@@ -45,4 +40,4 @@ class BadRuleLine(ConfigError):
         self.detail = detail
 
 
-__all__ = ["BadRuleLine", "CoreTooLarge", "NotACore", "UnsupportedCore"]
+__all__ = ["BadRuleLine", "NotACore", "UnsupportedCore"]

@@ -53,6 +53,7 @@ class CoreAnalyzer:
     :param limits: size and time bounds.
     :param symbols: symbol table cache (shared across cores).
     :param use_pyspy: look for Python frames in CPython cores.
+    :param use_cfi: unwind with ``.eh_frame`` first (off: frame pointers and scanning only).
     :param tmp_dir: where compressed cores are decompressed.
     """
 
@@ -63,12 +64,14 @@ class CoreAnalyzer:
         symbols: SymbolCache | None = None,
         *,
         use_pyspy: bool = True,
+        use_cfi: bool = True,
         tmp_dir: str | None = None,
     ) -> None:
         self.rules = rules or load_rules()
         self.limits = limits or CoreLimits()
         self.symbols = symbols or SymbolCache()
         self.use_pyspy = use_pyspy
+        self.use_cfi = use_cfi
         self.tmp_dir = tmp_dir
 
     def close(self) -> None:
@@ -109,19 +112,29 @@ class CoreAnalyzer:
                 return self._analyze_plain(plain.path, host, ts, executable, job, core_sha256, notes, partial)
         except (CoreParseError, OSError) as exc:
             notes.append(f"partial: unreadable core ({exc})"[:300])
-            crash = Crash(
-                ts=ts,
-                host=host,
-                signature="unknown!unreadable-core",
-                job=job,
-                core_sha256=core_sha256,
-                fault_class="none",
-                shape_flags=[],
-                bitflip_score=0.0,
-                notes=notes[:_MAX_NOTES],
-                partial=True,
-            )
-            return CoreReport(crash, Shape())
+            return self._unknown(ts, host, job, core_sha256, notes, "unknown!unreadable-core")
+        except Exception as exc:  # a bug meeting an odd core must not lose the crash or kill the agent
+            log.exception("core analysis failed for %s", path)
+            notes.append(f"partial: analysis failed ({type(exc).__name__}: {exc})"[:300])
+            return self._unknown(ts, host, job, core_sha256, notes, "unknown!analysis-failed")
+
+    @staticmethod
+    def _unknown(
+        ts: datetime, host: str, job: str | None, core_sha256: str | None, notes: list[str], signature: str
+    ) -> CoreReport:
+        crash = Crash(
+            ts=ts,
+            host=host,
+            signature=signature,
+            job=job,
+            core_sha256=core_sha256,
+            fault_class="none",
+            shape_flags=[],
+            bitflip_score=0.0,
+            notes=notes[:_MAX_NOTES],
+            partial=True,
+        )
+        return CoreReport(crash, Shape())
 
     # --- the pipeline --------------------------------------------------------
     def _analyze_plain(
@@ -167,6 +180,15 @@ class CoreAnalyzer:
                 sym = table.lookup(addr - mod.base + mod.link_vaddr) if (table is not None and mod is not None) else None
                 return None if sym is None or mod is None else sym.start - mod.link_vaddr + mod.base
 
+            def cfi(addr: int) -> tuple[list[dict[str, object]], int] | None:
+                mod = modmap.find(addr)
+                table = table_for(mod) if mod is not None else None
+                if table is None or mod is None:
+                    return None
+                vaddr = addr - mod.base + mod.link_vaddr
+                rows = table.unwind_rows(vaddr)
+                return (rows, vaddr) if rows else None
+
             regs: dict[str, int] = core.notes.threads[0].regs if core.notes.threads else {}
             tid = core.notes.threads[0].pid if core.notes.threads else None
             raw: list[RawFrame] = []
@@ -177,6 +199,7 @@ class CoreAnalyzer:
                     code,
                     function_start,
                     exec_ranges,
+                    cfi=cfi if self.use_cfi else None,
                     scan_bytes=self.limits.stack_scan_bytes,
                     max_frames=self.limits.max_frames,
                 )

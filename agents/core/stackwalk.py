@@ -1,6 +1,9 @@
 """Unwind the crashing thread from the registers and the stack pages in the core.
 
-Two sources of return addresses, merged:
+First **DWARF CFI** (``.eh_frame`` of the module files on this host, see
+``agents.core.cfi``): exact, for as long as every frame has it. Where it
+stops (no module file, a NULL pc, a DWARF expression), two sources of return
+addresses, merged, take over from the last state:
 
 * **frame pointers** (``rbp`` chain): exact where every function keeps one;
 * **stack scanning**: every 8-byte word above ``rsp`` that lands in an
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.core.cfi import DWARF_REGS, UnwindState, step
 from agents.core.elfcore import CoreFile
 from agents.core.limits import Deadline
 
@@ -31,6 +35,8 @@ from agents.core.limits import Deadline
 CodeReader = Callable[[int, int], "bytes | None"]
 #: Function start (process address) containing a process address, or ``None``.
 FunctionStart = Callable[[int], "int | None"]
+#: CFI rows and link-time address for a process address, or ``None`` (see ``agents.core.cfi``).
+CfiLookup = Callable[[int], "tuple[list[dict[str, object]], int] | None"]
 
 _FP_PROLOGUES = (b"\x55\x48\x89\xe5", b"\xf3\x0f\x1e\xfa\x55\x48\x89\xe5")
 
@@ -40,8 +46,9 @@ class RawFrame:
     """One unwound frame before symbolization.
 
     :param pc: the instruction pointer (frame 0) or return address (callers).
-    :param trust: ``context`` (registers), ``fp`` (frame-pointer chain) or
-        ``scan`` (stack scanning), like breakpad's frame trust.
+    :param trust: ``context`` (registers), ``cfi`` (DWARF call-frame info),
+        ``fp`` (frame-pointer chain) or ``scan`` (stack scanning), like
+        breakpad's frame trust.
     """
 
     pc: int
@@ -103,6 +110,7 @@ class StackWalker:
     :param code: reader of code bytes (core first, then the module file).
     :param function_start: start of the function around an address, for the
         frame-pointer prologue test of frame 0 (``None`` when unknown).
+    :param cfi: CFI rows for a pc (``None``: no CFI, frame pointers and scanning only).
     :param exec_ranges: ``[start, end)`` of executable memory: the core's
         ``PF_X`` segments and the modules' executable loads (gdb's gcore
         leaves unmodified text out of the core, so both are needed).
@@ -117,15 +125,17 @@ class StackWalker:
         function_start: FunctionStart,
         exec_ranges: list[tuple[int, int]],
         *,
+        cfi: CfiLookup | None = None,
         scan_bytes: int = 256 * 1024,
         max_frames: int = 64,
     ) -> None:
         self.core = core
         self.code = code
         self.function_start = function_start
+        self.cfi = cfi
         self.scan_bytes = scan_bytes
         self.max_frames = max_frames
-        ranges = sorted(exec_ranges)
+        ranges = sorted((s, min(e, (1 << 64) - 1)) for s, e in exec_ranges if 0 <= s < e)
         self._x_starts = np.array([s for s, _e in ranges], dtype=np.uint64)
         self._x_ends = np.array([e for _s, e in ranges], dtype=np.uint64)
         self.unverified = 0
@@ -145,10 +155,51 @@ class StackWalker:
         return call_before(code)
 
     # --- the walk ---------------------------------------------------------
+    def _read_u64(self, addr: int) -> int | None:
+        data = self.core.read(addr, 8)
+        return int.from_bytes(data, "little") if data is not None and len(data) == 8 else None
+
     def walk(self, regs: dict[str, int], deadline: Deadline | None = None) -> WalkResult:
+        """Frames of the thread whose registers are ``regs``: CFI first, then frame pointers and scanning."""
+        frames = [RawFrame(regs["rip"], "context")]
+        if self.cfi is None:
+            return self._walk_fp_scan(regs, frames, deadline)
+        state = UnwindState(regs["rip"], {n: regs[name] for n, name in DWARF_REGS.items()})
+        while len(frames) < self.max_frames:
+            if deadline is not None and deadline.expired:
+                return WalkResult(frames, ["parse timeout during CFI unwinding: stack cut short"])
+            got = self.cfi(state.pc if len(frames) == 1 else state.pc - 1)
+            nxt = step(got[0], got[1], state, self._read_u64) if got is not None else None
+            if nxt is None and len(frames) == 1:
+                # A call to NULL or into unmapped memory has only pushed its return address:
+                # the caller's state is [rsp] and rsp + 8, and CFI can go on from there.
+                ret = self._read_u64(state.regs[7])
+                if ret is not None and self._is_return(ret):
+                    frames.append(RawFrame(ret, "scan"))
+                    state = UnwindState(ret, {**state.regs, 7: state.regs[7] + 8})
+                    continue
+            if nxt is None:
+                break
+            if nxt.pc == 0:  # the CFI says "outermost frame" (_start, clone3): the stack ends here
+                return WalkResult(frames, [])
+            if nxt.regs[7] <= state.regs[7] or not self._is_executable(nxt.pc):
+                break
+            frames.append(RawFrame(nxt.pc, "cfi"))
+            state = nxt
+        if len(frames) == 1:
+            return self._walk_fp_scan(regs, frames, deadline)
+        if len(frames) >= self.max_frames:
+            return WalkResult(frames, [f"stack cut at {self.max_frames} frames"])
+        rest = self._walk_fp_scan({"rip": state.pc, "rsp": state.regs[7], "rbp": state.regs.get(6, 0)}, [], deadline)
+        if len(rest.frames) <= 1:
+            return WalkResult(frames, [])
+        notes = [f"CFI unwinding stopped after {len(frames)} frames; {len(rest.frames) - 1} more by frame pointers or scanning"]
+        return WalkResult((frames + rest.frames[1:])[: self.max_frames], notes + rest.notes)
+
+    def _walk_fp_scan(self, regs: dict[str, int], frames: list[RawFrame], deadline: Deadline | None) -> WalkResult:
         notes: list[str] = []
         pc, sp, bp = regs["rip"], regs["rsp"], regs["rbp"]
-        frames = [RawFrame(pc, "context")]
+        frames = frames or [RawFrame(pc, "context")]
         seg = self.core.segment_at(sp)
         if seg is None:
             notes.append(f"stack pointer 0x{sp:x} is outside every mapping: no stack to walk")
@@ -220,4 +271,4 @@ class StackWalker:
         return head is not None and any(head.startswith(p) for p in _FP_PROLOGUES)
 
 
-__all__ = ["CodeReader", "FunctionStart", "RawFrame", "StackWalker", "WalkResult", "call_before"]
+__all__ = ["CfiLookup", "CodeReader", "FunctionStart", "RawFrame", "StackWalker", "WalkResult", "call_before"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from elftools.elf.elffile import ELFFile
 
+from agents.core.cfi import EhFrame, Section
 from agents.core.mappings import ModuleInfo, parse_elf_head
 
 _SYM = np.dtype([("name", "<u4"), ("info", "u1"), ("other", "u1"), ("shndx", "<u2"), ("value", "<u8"), ("size", "<u8")])
@@ -60,17 +61,33 @@ class SymbolTable:
             for s in (code_elf.iter_segments() if code_elf is not None else ())
             if s.header["p_type"] == "PT_LOAD"
         ]
+        self._eh_sections: tuple[Section, Section] | None = None
+        if code_elf is not None:
+            eh, hdr = code_elf.get_section_by_name(".eh_frame"), code_elf.get_section_by_name(".eh_frame_hdr")
+            if eh is not None and hdr is not None and eh.header["sh_type"] != "SHT_NOBITS":
+                self._eh_sections = (
+                    Section(eh.header["sh_addr"], eh.header["sh_offset"], eh.header["sh_size"]),
+                    Section(hdr.header["sh_addr"], hdr.header["sh_offset"], hdr.header["sh_size"]),
+                )
+        self._eh_frame: EhFrame | None | bool = False  # False: not built yet
         values, sizes, names, binds = [], [], [], []
-        self._strtabs: list[bytes] = []
+        # String tables stay in the file (mmap, page cache), not copied: C++ libraries
+        # such as libtorch carry tens of MB of mangled names, and only hits are read.
+        self._sym_mm = self._maps[0][1]
+        self._strtabs: list[tuple[int, int]] = []  # (file offset, size)
         for section_name in (".symtab", ".dynsym"):
             sec = elf.get_section_by_name(section_name)
-            if sec is None or sec.header["sh_entsize"] != _SYM.itemsize:
+            if sec is None or sec.header["sh_entsize"] != _SYM.itemsize or sec.header["sh_type"] == "SHT_NOBITS":
                 continue
-            strtab = elf.get_section(sec.header["sh_link"]).data()
-            syms = np.frombuffer(sec.data(), dtype=_SYM)
+            strsec = elf.get_section(sec.header["sh_link"])
+            strtab = (strsec.header["sh_offset"], strsec.header["sh_size"])
+            count = sec.header["sh_size"] // _SYM.itemsize
+            if sec.header["sh_offset"] + count * _SYM.itemsize > len(self._sym_mm):
+                continue  # a cut file
+            syms = np.frombuffer(self._sym_mm, dtype=_SYM, count=count, offset=sec.header["sh_offset"])
             kind = syms["info"] & 0xF
             keep = ((kind == _STT_FUNC) | (kind == _STT_GNU_IFUNC)) & (syms["shndx"] != 0) & (syms["value"] != 0)
-            syms = syms[keep]
+            syms = syms[keep]  # a copy: no view of the mmap outlives this loop (close() needs that)
             values.append(syms["value"])
             sizes.append(syms["size"])
             # Name offsets are tagged with their string table: index * 2**32 + offset.
@@ -99,10 +116,10 @@ class SymbolTable:
         if vaddr >= start + (size if size else _SIZELESS_SPAN):
             return None
         tagged = int(self._names[i])
-        strtab = self._strtabs[tagged >> 32]
-        off = tagged & 0xFFFFFFFF
-        end = strtab.find(b"\0", off)
-        name = strtab[off : end if end >= 0 else len(strtab)].decode("utf-8", "replace")
+        tab_off, tab_size = self._strtabs[tagged >> 32]
+        start_at = tab_off + (tagged & 0xFFFFFFFF)
+        end = self._sym_mm.find(b"\0", start_at, tab_off + tab_size)
+        name = self._sym_mm[start_at : end if end >= 0 else tab_off + tab_size].decode("utf-8", "replace")
         return Symbol(name.split("@", 1)[0] or name, start)  # "memcpy@@GLIBC_2.14" -> "memcpy"
 
     def _open(self, path: str) -> mmap.mmap:
@@ -124,6 +141,20 @@ class SymbolTable:
                 off = p_offset + vaddr - p_vaddr
                 return self._code_mm[off : off + size]
         return None
+
+    def unwind_rows(self, vaddr: int) -> list[dict[str, object]] | None:
+        """CFI rows of the function at link-time ``vaddr`` (``.eh_frame``), built on first use."""
+        if self._eh_frame is False:
+            self._eh_frame = None
+            if self._eh_sections is not None and self._code_mm is not None:
+                try:
+                    self._eh_frame = EhFrame(self._code_mm, *self._eh_sections)
+                except Exception:  # unsupported or damaged header (ValueError, construct): scan instead
+                    self._eh_frame = None
+        if not isinstance(self._eh_frame, EhFrame):
+            return None
+        found = self._eh_frame.rows_for(vaddr)
+        return found[0] if found else None
 
     def close(self) -> None:
         for fh, mm in self._maps:
@@ -159,7 +190,7 @@ class SymbolCache:
 
     def get(self, module: ModuleInfo, override: str | None = None) -> tuple[SymbolTable | None, str | None]:
         """``(table, why_not)``: the verified table for ``module``, or ``None`` and the reason."""
-        key = module.build_id or f"path:{module.path}"
+        key = (module.build_id or f"path:{module.path}") + (f"@{override}" if override else "")
         if key in self._tables:
             self._tables.move_to_end(key)
             self.hits += 1

@@ -112,11 +112,15 @@ class KafkaPublisher:
     def _kafka_producer(self) -> Any:
         from kafka import KafkaProducer
 
+        # The producer probes the broker in its constructor; bound that wait
+        # too, under whichever name this kafka-python version uses.
+        probe = {k: self.max_block_ms for k in ("bootstrap_timeout_ms", "api_version_auto_timeout_ms")
+                 if k in KafkaProducer.DEFAULT_CONFIG}
         return KafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", compression_type=self.compression,
             max_in_flight_requests_per_connection=1, max_block_ms=self.max_block_ms,
             request_timeout_ms=max(5000, self.max_block_ms), linger_ms=20, retries=3,
-            **self.options,
+            **probe, **self.options,
         )
 
     def publish(self, event: Event) -> None:

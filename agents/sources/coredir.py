@@ -91,15 +91,7 @@ class CoreDirSource:
         self._own_analyzer = analyzer is None
         self._last: dict[str, tuple[int, int]] = {}
         self._done: dict[str, str] = self._load_state()
-        self._cores_total = None
-        if registry is not None:
-            from prometheus_client import Counter
-
-            self._cores_total = Counter(
-                "fleetepi_agent_cores_total", "Core dumps turned into crash events.", ["outcome"], registry=registry
-            )
-            for outcome in ("ok", "partial", "failed"):
-                self._cores_total.labels(outcome=outcome)
+        self._cores_total = _cores_counter(registry) if registry is not None else None
 
     # --- state ----------------------------------------------------------------
     def _load_state(self) -> dict[str, str]:
@@ -188,6 +180,23 @@ class CoreDirSource:
     def close(self) -> None:
         if self._own_analyzer:
             self.analyzer.close()
+
+
+def _cores_counter(registry: Any) -> Any:
+    """``fleetepi_agent_cores_total{outcome}`` in ``registry``, created once (every outcome at 0).
+
+    Two coredir instances (two directories) share one registry, so an
+    existing series is reused rather than registered twice.
+    """
+    from prometheus_client import Counter
+
+    try:
+        counter = Counter("fleetepi_agent_cores", "Core dumps turned into crash events.", ["outcome"], registry=registry)
+    except ValueError:  # already registered by another instance
+        counter = registry._names_to_collectors["fleetepi_agent_cores_total"]  # noqa: SLF001
+    for outcome in ("ok", "partial", "failed"):
+        counter.labels(outcome=outcome)
+    return counter
 
 
 __all__ = ["DEFAULT_PATTERNS", "CoreDirSource"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import msgspec
 
@@ -30,6 +31,7 @@ _NUM = re.compile(r"\d+")
 OVERFLOW_TEMPLATE = "*"
 
 
+@lru_cache(maxsize=4096)
 def template(message: str | None) -> str:
     """The message with numbers, hex values and ids replaced: the dedup key part."""
     if not message:

@@ -23,6 +23,8 @@ from agents.telemetry.rules import LogRule, load_rules
 from agents.telemetry.xid import XidCatalog, load_catalog, normalize_pci
 
 MAX_MESSAGE_CHARS = 1024
+#: Distinct stripped lines whose outcome is remembered (cleared when full).
+CACHE_SIZE = 4096
 
 # Prefixes that loggers put before the kernel's text, tried repeatedly: a
 # syslog line can wrap a dmesg timestamp.
@@ -84,20 +86,36 @@ class KernelLogParser:
         self.catalog = catalog if catalog is not None else load_catalog()
         self._lineno = 0
         self._recent: deque[tuple[int, tuple[str, int | None, str | None]]] = deque(maxlen=256)
+        # Floods repeat the same text with a new timestamp: remember outcomes by text.
+        self._cache: dict[str, tuple[LogRule | None, Outcome]] = {}
 
     def parse(self, line: str) -> Outcome:
         self._lineno += 1
         text = strip_prefix(line)
         if not text:
             return Rejected(None, "empty")
+        hit = self._cache.get(text)
+        if hit is not None:
+            rule, outcome = hit
+            if rule is None or rule.unless_recent is None:
+                if rule is not None and rule.family and isinstance(outcome, Parsed):
+                    self._recent.append((self._lineno, (rule.family, outcome.code, outcome.device)))
+                return outcome
+        outcome, rule = self._classify(text)
+        if len(self._cache) >= CACHE_SIZE:
+            self._cache.clear()
+        self._cache[text] = (rule, outcome)
+        return outcome
+
+    def _classify(self, text: str) -> tuple[Outcome, LogRule | None]:
         for rule in self.rules:
             m = rule.pattern.search(text)
             if m is None:
                 continue
             if rule.reject:
-                return Rejected(rule.name, rule.reject)
-            return self._emit(rule, m, text)
-        return Rejected(None, "no_rule")
+                return Rejected(rule.name, rule.reject), rule
+            return self._emit(rule, m, text), rule
+        return Rejected(None, "no_rule"), None
 
     def _emit(self, rule: LogRule, m: re.Match[str], text: str) -> Outcome:
         groups = m.groupdict()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from agents.exceptions import RuleFileError
@@ -25,6 +26,7 @@ SEVERITIES = ("info", "warning", "critical")
 _PCI = re.compile(r"^(?:pci:)?([0-9a-f]{1,8}):([0-9a-f]{1,2}):([0-9a-f]{1,2})(?:\.[0-9a-f])?$")
 
 
+@lru_cache(maxsize=1024)
 def normalize_pci(address: str) -> str:
     """``domain:bus:device`` in one spelling for every source.
 

@@ -79,6 +79,8 @@ def _panel(spec: PanelSpec) -> g.Panel:
             legendCalcs=["lastNotNull", "max"] if spec.grid[2] >= 16 else [],
             tooltipMode="multi",
             tooltipSort="desc",
+            scaleDistributionType="log" if spec.log_scale else "linear",
+            scaleDistributionLog=10,
             **common,
         )
     if spec.kind == "stat":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -92,6 +92,39 @@ def render_cmd(prom_url: str, output: str, end: str | None, range_: str, rate_in
     click.echo(f"wrote {output}: " + ", ".join(f"{k}={n}" for k, n in counts.items()) + " series", err=True)
     if empty:
         click.echo(f"note: no data for {', '.join(empty)} in this range", err=True)
+
+
+@dashboard_command.command("history")
+@click.option("-i", "--input", "input_path", required=True, metavar="EVENTS.jsonl[.gz]",
+              help="Recorded events (JSON lines, '-' = stdin), in event-time order.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="METRICS.om",
+              help="OpenMetrics file for `promtool tsdb create-blocks-from openmetrics`.")
+@click.option("--step", default="5m", show_default=True, help="Event time between two snapshots (s, m, h).")
+def history_cmd(input_path: str, output: str, step: str) -> None:
+    """Replay a recording and write its metrics as they were in event time.
+
+    \b
+    Then look at it with the dashboard:
+      promtool tsdb create-blocks-from openmetrics METRICS.om DATA/
+      prometheus --storage.tsdb.path=DATA/ --storage.tsdb.retention.time=10y ...
+      fleetepi dashboard render --prometheus http://127.0.0.1:9090 --end <last event> ...
+    """
+    from fleetepi.dashboard.history import record_history
+    from fleetepi.jsonl import open_input
+
+    try:
+        with open_input(input_path) as src:
+            summary = record_history(src, Path(output), step_s=_parse_duration(step))
+    except FleetepiError as exc:
+        raise click.ClickException(str(exc)) from None
+    start_s, end_s = (summary.start_ms or 0) / 1000, (summary.end_ms or 0) / 1000
+
+    def iso(t: float) -> str:
+        return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
+
+    click.echo(f"wrote {output}: {summary.events} events, {summary.snapshots} snapshots, "
+               f"{summary.series} series, {summary.alerts_fired} alerts fired; "
+               f"event time {iso(start_s)} .. {iso(end_s)}", err=True)
 
 
 __all__ = ["dashboard_command"]

@@ -21,7 +21,7 @@ names that docs/metrics.md declares.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 Source = Literal["pipeline", "worker", "agent"]
@@ -66,7 +66,8 @@ class PanelSpec:
     unit: str = "short"
     grid: tuple[int, int, int, int] = (0, 0, 12, 8)
     row: str = "Epidemiology"
-    extra: dict[str, object] = field(default_factory=dict)
+    #: Logarithmic y axis: rates of different kinds differ by orders of magnitude.
+    log_scale: bool = False
 
 
 def _q(expr: str, legend: str = "", *, instant: bool = False, source: Source = "pipeline", ref: str = "A") -> Query:
@@ -124,6 +125,7 @@ PANELS: tuple[PanelSpec, ...] = (
         ),
         unit="cps",
         grid=(0, 4, 24, 8),
+        log_scale=True,
     ),
     PanelSpec(
         key="firing_alerts",
@@ -178,7 +180,7 @@ PANELS: tuple[PanelSpec, ...] = (
         kind="bargauge",
         queries=(
             _q(
-                "max by (kind, attribute, value, signature, telemetry_kind, code) (fleetepi_alert_relative_risk)",
+                'max by (kind, attribute, value, signature, telemetry_kind, code) (fleetepi_alert_relative_risk{attribute!=""})',
                 "{{attribute}}={{value}} {{signature}}{{telemetry_kind}} {{code}}",
                 instant=True,
             ),

@@ -91,7 +91,8 @@ def draw_timeseries(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, li
     lines = 0
     for q, series in results:
         for s in sorted(series, key=lambda s: -float(np.nansum(s.values))):
-            ax.plot(_times(s), s.values, lw=1.6, label=_short(s.legend(q.legend), 28))
+            values = np.where(s.values > 0, s.values, np.nan) if spec.log_scale else s.values
+            ax.plot(_times(s), values, lw=1.6, label=_short(s.legend(q.legend), 28))
             lines += 1
     if not lines:
         _empty(ax)
@@ -99,9 +100,12 @@ def draw_timeseries(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, li
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=timezone.utc))
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     ax.set_ylabel({"cps": "events / s", "s": "seconds"}.get(spec.unit, ""))
-    ax.set_ylim(bottom=0)
+    if spec.log_scale:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", ncol=2 if lines > 4 else 1, framealpha=0.8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5), framealpha=0.8)
 
 
 def draw_bars(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Series]]]) -> None:
@@ -202,6 +206,21 @@ def draw_heatmap(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[
 DRAW = {"timeseries": draw_timeseries, "bargauge": draw_bars, "table": draw_table, "heatmap": draw_heatmap}
 
 
+def _layout(specs: Sequence[PanelSpec]) -> list[tuple[int, int, int]]:
+    """(row, first column, columns) per panel on a 2-column grid: Grafana's full-width panels span both."""
+    cells: list[tuple[int, int, int]] = []
+    row, col = 0, 0
+    for spec in specs:
+        wide = spec.grid[2] > 12
+        if wide and col:
+            row, col = row + 1, 0
+        cells.append((row, col, 2 if wide else 1))
+        col += 2 if wide else 1
+        if col >= 2:
+            row, col = row + 1, 0
+    return cells
+
+
 def render(
     api: PrometheusAPI,
     out: Path,
@@ -209,17 +228,21 @@ def render(
     panels: Sequence[str] = MAIN_PANELS,
     title: str = "fleetepi: crash epidemiology",
 ) -> dict[str, int]:
-    """Draw ``panels`` (3 rows x 2 columns for the six main ones) into ``out``.
+    """Draw ``panels`` into ``out``, laid out like the dashboard (wide panels span the figure).
 
     Returns the number of series each panel's queries returned, so callers
     (the CLI, the tests) can tell an empty picture from a full one.
     """
     specs = [panel(k) for k in panels]
-    ncols = 2
-    nrows = math.ceil(len(specs) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(16, 5.2 * nrows), squeeze=False)
+    cells = _layout(specs)
+    nrows = max(r for r, _c, _n in cells) + 1
+    heights = [0.8 if specs[i].kind == "table" else 1.0 for i in (
+        next(j for j, c in enumerate(cells) if c[0] == r) for r in range(nrows))]
+    fig = plt.figure(figsize=(16, 4.6 * sum(heights) + 0.6), layout="constrained")
+    grid = fig.add_gridspec(nrows, 2, height_ratios=heights)
     counts: dict[str, int] = {}
-    for ax, spec in zip(axes.flat, specs):
+    for spec, (r, c, n) in zip(specs, cells):
+        ax = fig.add_subplot(grid[r, c : c + n])
         # The heatmap's increase() over $__rate_interval, taken over the whole
         # range at its end, is the matrix's exact total per (rack, code).
         w = Window(window.start_s, window.end_s, window.range_) if spec.kind == "heatmap" else window
@@ -227,14 +250,11 @@ def render(
         counts[spec.key] = sum(len(s) for _q, s in results)
         DRAW[spec.kind](ax, spec, results)
         ax.set_title(spec.title, fontsize=11, loc="left", weight="bold")
-    for ax in list(axes.flat)[len(specs):]:
-        ax.axis("off")
     start = datetime.fromtimestamp(window.start_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     end = datetime.fromtimestamp(window.end_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     fig.suptitle(f"{title}   ({start} – {end})", fontsize=14, weight="bold", x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.975))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
+    fig.savefig(out, dpi=80)
     plt.close(fig)
     return counts
 

@@ -74,6 +74,15 @@ def test_a_broken_core_is_an_event_not_a_crash_of_the_loop(analyzer, tmp_path): 
     assert events[0].partial is True
 
 
+def test_two_instances_share_one_counter(analyzer, tmp_path):  # type: ignore[no-untyped-def]
+    registry = CollectorRegistry()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _source(tmp_path / "a", analyzer, registry=registry)
+    _source(tmp_path / "b", analyzer, registry=registry)
+    assert registry.get_sample_value("fleetepi_agent_cores_total", {"outcome": "partial"}) == 0.0
+
+
 def test_missing_directory_is_unavailable(tmp_path):  # type: ignore[no-untyped-def]
     with pytest.raises(SourceUnavailable):
         CoreDirSource(host="h", directory=str(tmp_path / "nope"))

@@ -172,3 +172,22 @@ def test_executable_override_symbolizes_a_moved_binary(tmp_path):  # type: ignor
     assert lost.signature.startswith("crashy!0x")
     assert any("no symbols for crashy" in n for n in lost.notes or [])
     assert found.signature == SEGV
+
+
+def test_corrupted_cores_never_raise(analyzer, core_factory, tmp_path):  # type: ignore[no-untyped-def]
+    """Bytes overwritten in the headers, the notes and the stack: an event every time, never an exception."""
+    import random
+
+    from fleetepi.contract import Crash
+
+    data = bytearray(core_factory("pie_fp_g", "segv").read_bytes())
+    rng = random.Random(4242)
+    target = tmp_path / "core.bad"
+    for trial in range(40):
+        bad = bytearray(data)
+        region = rng.choice([(0, 64), (64, 4096), (4096, 12288), (len(data) - 65536, len(data))])
+        for _ in range(rng.randint(1, 64)):
+            bad[rng.randrange(*region)] = rng.randrange(256)
+        target.write_bytes(bytes(bad))
+        crash = analyzer.analyze(target, host="h").crash
+        assert isinstance(crash, Crash) and crash.signature, trial

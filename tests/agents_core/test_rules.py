@@ -152,3 +152,29 @@ class TestPythonFileKey:
     )
     def test_table(self, path: str, key: str) -> None:
         assert python_file_key(path) == key
+
+
+class TestProperties:
+    """Whatever frames arrive, the pipeline answers, deterministically, within the contract's bounds."""
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    _frame = st.builds(
+        SigFrame,
+        module=st.sampled_from(["libc.so.6", "app", "[vdso]", "libcuda.so.1", "train.py"]),
+        function=st.one_of(st.none(), st.sampled_from(["abort", "raise", "main", "step", "_PyEval_EvalFrameDefault"]),
+                           st.text(max_size=300)),
+        offset=st.integers(min_value=0, max_value=(1 << 40)),
+        language=st.sampled_from(["native", "python"]),
+        unmapped=st.booleans(),
+    )
+
+    @given(native=st.lists(_frame, max_size=40), python=st.lists(_frame, max_size=10), partial=st.booleans())
+    @settings(max_examples=200, deadline=None)
+    def test_never_raises_and_is_deterministic(self, native, python, partial):  # type: ignore[no-untyped-def]
+        ctx = SignatureInput(native, python, partial_reason="cut" if partial else None)
+        first = generate(ctx, RULES)
+        assert first.signature and len(first.signature) <= 1024
+        assert generate(ctx, RULES).signature == first.signature
+        assert not any("failed" in n for n in first.notes)

@@ -128,3 +128,35 @@ def test_gcore_of_a_live_process(core_tmp, programs, analyzer):  # type: ignore[
     crash = crash_of(analyzer, core)
     assert "crashy!wait_top" in crash.signature
     assert crash.fault_class == "none"
+
+
+@pytest.fixture(scope="module")
+def no_cfi():  # type: ignore[no-untyped-def]
+    from agents.core.signature import CoreAnalyzer
+
+    a = CoreAnalyzer(use_cfi=False)
+    yield a
+    a.close()
+
+
+@pytest.mark.parametrize("variant", ALL)
+@pytest.mark.parametrize("mode", ["segv", "abort", "assert", "null"])
+def test_cfi_and_frame_pointer_scanning_agree(analyzer, no_cfi, core_factory, variant, mode):  # type: ignore[no-untyped-def]
+    """Two independent unwinders, one answer: .eh_frame, and frame pointers + stack scanning."""
+    core = core_factory(variant, mode)
+    assert analyzer.analyze(core, host="h").crash.signature == no_cfi.analyze(core, host="h").crash.signature
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_cfi_unwinds_the_whole_stack(analyzer, core_factory, variant):  # type: ignore[no-untyped-def]
+    report = analyzer.analyze(core_factory(variant, "abort"), host="h")
+    # context, then every caller from .eh_frame down to _start (the CFI marks it outermost)
+    assert report.frame_trust[0] == "context"
+    assert set(report.frame_trust[1:]) == {"cfi"}
+    names = [f.function for f in report.crash.frames or [] if f.module == "libc.so.6"]
+    assert "abort" in names and "__libc_start_main" in names[-2:]
+
+
+def test_null_call_resumes_cfi_after_the_pushed_return_address(analyzer, core_factory):  # type: ignore[no-untyped-def]
+    report = analyzer.analyze(core_factory("nopie_nofp", "null"), host="h")
+    assert report.frame_trust[:3] == ["context", "scan", "cfi"]

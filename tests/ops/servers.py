@@ -196,7 +196,7 @@ def alertmanager_test_config(hook_url: str, token_file: Path, group_wait_s: floa
 
     Only what cannot work on a test machine changes: the hook URL and token
     file, the human receivers (PagerDuty, the ticket bridge) emptied so
-    nothing tries the network, and the waits shortened.
+    nothing tries the network, and the waits and repeats shortened.
     """
     cfg = yaml.safe_load(AM_EXAMPLE.read_text())
     wait = f"{group_wait_s:g}s"
@@ -205,6 +205,7 @@ def alertmanager_test_config(hook_url: str, token_file: Path, group_wait_s: floa
         if "group_wait" in route or route is cfg["route"]:
             route["group_wait"] = wait
         route["group_interval"] = wait
+        route["repeat_interval"] = f"{2 * group_wait_s:g}s"  # repeats reach the hook within seconds
         for child in route.get("routes", []):
             shorten(child)
 
@@ -231,7 +232,7 @@ def fake_tools(bindir: Path, names: tuple[str, ...] = ("kubectl", "scontrol")) -
     for name in names:
         script = bindir / name
         script.write_text(textwrap.dedent(f"""\
-            #!{sys.executable}
+            #!{sys.executable} -IS
             import json, os, sys
             with open({str(bindir / (name + '.argv'))!r}, "a") as fh:
                 fh.write(json.dumps(sys.argv) + "\\n")
@@ -252,18 +253,24 @@ def recorded_argv(bindir: Path, name: str) -> list[list[str]]:
 
 
 # ---------------------------------------------------------------------- the recorded stream
-def sick_host_stream(n_hosts: int = 60, hours: float = 9.0, seed: int = 5) -> list[Any]:
+def sick_host_stream(n_hosts: int = 60, hours: float | None = None, seed: int = 5) -> list[Any]:
     """Contract events of a small fleet in which one host turns sick in the last hour.
 
-    60 hosts in 6 racks (BIOS 2.4 on r06), 9 hours of background crashes of
-    ordinary signatures and a trickle of Xid 13 (the detectors warm up for 6 h),
+    60 hosts in 6 racks (BIOS 2.4 on r06), background crashes of ordinary
+    signatures and a trickle of Xid 13 for the detectors' warm-up plus 3 hours,
     then ``SICK_HOST`` crashes ~40 times in the last 45 minutes with odd shapes
     (misaligned stack pointers, bit-flipped addresses, all different
     signatures): the founding case's bad CPU. It is still firing at the end,
     so the exporter keeps ``fleetepi_alert_active{kind="host_spike"}`` up.
+    For the other rules and the dashboard's panels it also holds a libunwind
+    crash on BIOS 2.4 only (signature_spike + hardware_correlation), an Xid 79
+    wave in rack r03 and Xid 48 on ``gpu-044`` (telemetry_spike).
     """
+    from detectors import DetectorConfig
     from fleetepi.contract import Crash, Host, Telemetry
 
+    if hours is None:
+        hours = DetectorConfig().warmup_s / 3600.0 + 3.0
     rng = random.Random(seed)
     t0 = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc)
     hosts = [f"gpu-{i:03d}" for i in range(n_hosts)]
@@ -289,6 +296,21 @@ def sick_host_stream(n_hosts: int = 60, hours: float = 9.0, seed: int = 5) -> li
         timed.append((t, Crash(ts=t0 + timedelta(seconds=t), host=SICK_HOST, signal="SIGSEGV",
                                signature=f"SIGSEGV | fn_{k} | libfoo.so", fault_address=f"0x{(1 << 40) + (1 << (k % 40)):x}",
                                shape_flags=["misaligned_sp", "bit_flip_address"], bitflip_score=0.9)))
+    # For the dashboard's panels: a libunwind crash living on BIOS 2.4 (rack r06)
+    # and an Xid 79 storm in rack r03, both in the last hours.
+    for i in range(50, 60):
+        for k in range(4):
+            t = end_s - 4 * 3600.0 + rng.uniform(0, 4 * 3600.0 - 60)
+            timed.append((t, Crash(ts=t0 + timedelta(seconds=t), host=hosts[i], signal="SIGSEGV",
+                                   signature="SIGSEGV | unw_step | libunwind.so.8", fault_class="null_page",
+                                   shape_flags=["return_to_null"])))
+    for i in range(20, 30):
+        for k in range(4):
+            t = end_s - 3600.0 + rng.uniform(0, 3540.0)
+            timed.append((t, Telemetry(ts=t0 + timedelta(seconds=t), host=hosts[i], kind="xid", code=79)))
+    for k in range(12):  # and one GPU host throwing Xid 48 (double-bit ECC)
+        t = end_s - 3600.0 + k * 280.0
+        timed.append((t, Telemetry(ts=t0 + timedelta(seconds=t), host="gpu-044", kind="xid", code=48, count=3)))
     timed.sort(key=lambda te: te[0])
     out.extend(e for _, e in timed)
     return out

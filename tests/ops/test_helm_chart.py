@@ -218,6 +218,42 @@ def test_dashboard_configmap_is_the_generated_dashboard(full_docs: list[dict[str
     assert json.loads(cm["data"]["fleetepi-dashboard.json"]) == dashboard_dict()
 
 
+# ---------------------------------------------------------------------- the configs the pods read
+def _config(docs: list[dict[str, Any]], key: str) -> Any:
+    (cm,) = [d for d in by_kind(docs, "ConfigMap") if key in d.get("data", {})]
+    return yaml.safe_load(cm["data"][key])
+
+
+@pytest.mark.parametrize("docs_fixture", ["default_docs", "full_docs"])
+def test_rendered_configs_pass_the_components_own_validation(docs_fixture: str, request: pytest.FixtureRequest) -> None:
+    """Each ConfigMap is parsed by the loader its component runs at start-up (which refuses unknown keys)."""
+    from agents.config import parse_config as parse_agent
+    from detectors import DetectorConfig
+    from fleetepi.hook.config import parse_config as parse_hook
+
+    docs = request.getfixturevalue(docs_fixture)
+    agent = parse_agent(_config(docs, "agent.yaml"), host="gpu-node-1")
+    assert agent.output is not None and agent.output.startswith("kafka://")
+    assert agent.publish.spool_dir == "/var/lib/fleetepi/spool"
+    kinds = {s.kind for s in agent.sources}
+    assert {"inventory", "coredir", "kmsg", "edac", "hwmon", "nvml"} <= kinds
+    hook = parse_hook(_config(docs, "hook.yaml"))
+    assert hook.token_file == "/etc/fleetepi-hook/token" and hook.rules
+    DetectorConfig.from_mapping(_config(docs, "detectors.yaml") or {})
+
+
+def test_agent_config_paths_are_mounted(full_docs: list[dict[str, Any]]) -> None:
+    """Every host path the agent's config names lies under one of the pod's mounts."""
+    (c,) = one(full_docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    mounts = [m["mountPath"] for m in c["volumeMounts"]]
+    cfg = _config(full_docs, "agent.yaml")
+    paths = [cfg["publish"]["spool_dir"]]
+    for src in cfg["sources"]:
+        paths += [v for k, v in src.items() if k in {"path", "root", "directory", "dmi_root", "state_path"}]
+    for path in paths:
+        assert any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts), f"{path} is not mounted"
+
+
 # ---------------------------------------------------------------------- least privilege
 def test_agent_daemonset_mounts_host_read_only(default_docs: list[dict[str, Any]]) -> None:
     ds = one(default_docs, "DaemonSet")
@@ -230,7 +266,7 @@ def test_agent_daemonset_mounts_host_read_only(default_docs: list[dict[str, Any]
     assert set(host_vols.values()) >= {"/var/lib/systemd/coredump", "/dev/kmsg", "/sys"}
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     writable = {name for name in host_vols if not mounts[name].get("readOnly")}
-    assert writable == {"spool"}, f"host paths mounted writable: {writable}"
+    assert writable == {"state"}, f"host paths mounted writable: {writable}"
     sc = c["securityContext"]
     assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"]
     assert sc["capabilities"]["drop"] == ["ALL"]
@@ -258,7 +294,8 @@ def test_hook_cluster_role_can_only_get_and_patch_nodes(default_docs: list[dict[
     for kind, comp in (("Deployment", "worker"), ("DaemonSet", "agent")):
         assert one(default_docs, kind, comp)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     # Safe by default: the hook only logs what it would do.
-    assert "--dry-run" in hook["spec"]["template"]["spec"]["containers"][0]["args"]
+    cm = next(d for d in by_kind(default_docs, "ConfigMap") if "hook.yaml" in d.get("data", {}))
+    assert yaml.safe_load(cm["data"]["hook.yaml"])["dry_run"] is True
 
 
 def test_worker_and_hook_run_non_root_read_only(full_docs: list[dict[str, Any]]) -> None:

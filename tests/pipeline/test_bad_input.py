@@ -102,7 +102,7 @@ def test_summary_names_reason_count_and_first_line(write_events) -> None:
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ("sig_window_s: [1, 2]\n", "sig_window_s: expected float"),
+    ("step_s: [1, 2]\n", "step_s: expected float"),
     ("no_such_setting: 3\n", "unknown detector setting(s): no_such_setting"),
     ("- a list\n", "expected a mapping"),
     ("key: [unclosed\n", "not valid YAML"),

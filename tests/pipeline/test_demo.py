@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleetepi.demo import demo_command, paced, parse_speed, score_outbreaks
+from fleetepi.demo import demo_command, paced, parse_speed
 from fleetepi.simulate import SimConfig, simulate
 
 from .conftest import FLEETEPI
@@ -114,19 +114,3 @@ def test_pacing_follows_event_time() -> None:
     assert len(list(paced(events, speed=864.0, clock=clock))) == len(events)
     span_s = (events[-1].ts_ms - events[0].ts_ms) / 1000
     assert clock.slept == pytest.approx(span_s / 864.0, rel=0.1)
-
-
-def test_score_outbreaks_uses_accept_and_related() -> None:
-    from fleetepi.contract import Alert, ts_from_ms
-
-    sim = simulate(SimConfig(hosts=20, days=1, seed=2))
-    t = sim.truth[0]
-    kind, sig, host, attr, value, tkind, code = t.accept[0]
-    hit = Alert(ts=ts_from_ms(t.start_ms + 600_000), kind=kind, score=9.0, signature=sig, host=host,  # type: ignore[arg-type]
-                attribute=attr, value=value, telemetry_kind=tkind, code=code)
-    early = Alert(ts=ts_from_ms(t.start_ms - 600_000), kind=kind, score=9.0, signature=sig, host=host,  # type: ignore[arg-type]
-                  attribute=attr, value=value, telemetry_kind=tkind, code=code)
-    other = Alert(ts=ts_from_ms(t.start_ms), kind="host_spike", score=9.0, host="not-an-outbreak-host")
-    results, others = score_outbreaks([t], [early, hit, other])
-    assert results[0].alert is hit and results[0].delay_s == 600.0
-    assert others == [other]

@@ -1,0 +1,251 @@
+"""Fixtures of the stream tests: a recorded stream, worker processes, topic readers.
+
+Every test gets its own topic prefix and consumer group on the session's
+shared broker (``kafka_broker`` in the root conftest), so tests never see
+each other's records. Workers run as real ``fleetepi worker`` processes
+(they are killed with SIGKILL in the recovery test, which needs a process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stream.devbroker import free_port
+from stream.topics import TopicNames
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Small enough for the whole area to stay within a few minutes, large enough
+#: for every detector kind to fire (warm-up is 6 h of event time).
+SIM = {"hosts": 300, "days": 2.0, "seed": 5}
+
+
+@pytest.fixture(scope="session")
+def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A simulated fleet's recorded events (JSON lines), hosts first."""
+    from fleetepi.simulate import SimConfig, simulate, write_jsonl
+
+    path = tmp_path_factory.mktemp("stream-events") / "events.jsonl"
+    write_jsonl(simulate(SimConfig(**SIM)), path)
+    return path
+
+
+class WorkerProcess:
+    """One ``fleetepi worker`` subprocess with its ports and data directory."""
+
+    def __init__(self, bootstrap: str, names: TopicNames, app_id: str, data_dir: Path, log_path: Path,
+                 extra: list[str]) -> None:
+        self.web_port = free_port()
+        self.metrics_port = free_port()
+        self.data_dir = data_dir
+        self.log_path = log_path
+        cmd = [sys.executable, "-m", "fleetepi.cli", "worker", "--broker", f"kafka://{bootstrap}",
+               "--app-id", app_id, "--topic-prefix", names.prefix, "--web-port", str(self.web_port),
+               "--metrics-port", str(self.metrics_port), "--data-dir", str(data_dir), *extra]
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}{path}", timeout=5) as r:
+            return json.loads(r.read())
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            return self.get("/fleetepi/status/")
+        except OSError:
+            return None
+
+    def counts(self) -> dict[str, Any]:
+        return self.get("/fleetepi/counts/")
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+    def log_tail(self, n: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-n:]
+
+
+class StreamEnv:
+    """A test's private corner of the broker: topic prefix, group, workers, readers."""
+
+    def __init__(self, bootstrap: str, tmp: Path) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.bootstrap = bootstrap
+        self.names = TopicNames(f"t{tag}.")
+        self.app_id = f"fleetepi-test-{tag}"
+        self.tmp = tmp
+        self.workers: list[WorkerProcess] = []
+
+    def create_topics(self, partitions: int = 4) -> None:
+        from stream.topics import ensure_topics, topic_specs
+
+        ensure_topics(self.bootstrap, topic_specs(self.names, partitions))
+
+    def start_worker(self, name: str = "w", extra: list[str] | None = None, data_dir: Path | None = None
+                     ) -> WorkerProcess:
+        data = data_dir or self.tmp / f"data-{name}"
+        w = WorkerProcess(self.bootstrap, self.names, self.app_id, data, self.tmp / f"{name}.log",
+                          ["--checkpoint-interval", "0", *(extra or [])])
+        self.workers.append(w)
+        return w
+
+    def publish(self, path: Path) -> int:
+        from stream.publish import publish_file
+
+        return publish_file(path, self.bootstrap, self.names).total
+
+    def produce_raw(self, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
+        from kafka import KafkaProducer
+
+        prod = KafkaProducer(bootstrap_servers=self.bootstrap, max_request_size=16 << 20, acks=1)
+        try:
+            for key, value in records:
+                prod.send(topic, key=key, value=value)
+            prod.flush()
+        finally:
+            prod.close()
+
+    def read_topic(self, topic: str, timeout_s: float = 20.0) -> list[Any]:
+        """Every record of ``topic`` now (to the end offsets at the time of the call)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        cons = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
+                             max_partition_fetch_bytes=16 << 20)
+        try:
+            parts = cons.partitions_for_topic(topic) or set()
+            tps = [TopicPartition(topic, p) for p in sorted(parts)]
+            if not tps:
+                return []
+            cons.assign(tps)
+            cons.seek_to_beginning(*tps)
+            end = cons.end_offsets(tps)
+            out: list[Any] = []
+            deadline = time.monotonic() + timeout_s
+            while any(cons.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
+                for recs in cons.poll(timeout_ms=500).values():
+                    out.extend(recs)
+            return out
+        finally:
+            cons.close()
+
+    def alerts(self) -> list[Any]:
+        from fleetepi.contract import decode_alert
+
+        return [decode_alert(r.value) for r in self.read_topic(self.names.alerts)]
+
+    def wait_for(self, pred: Callable[[], bool], timeout_s: float = 120.0, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if pred():
+                return
+            for w in self.workers:
+                if not w.alive() and w.proc.returncode not in (-9, 0, -15):
+                    raise AssertionError(f"worker died ({w.proc.returncode}): {w.log_tail()}")
+            time.sleep(0.5)
+        logs = "\n".join(w.log_tail(1500) for w in self.workers)
+        raise AssertionError(f"timed out waiting for {what}\n{logs}")
+
+    def end_offsets(self) -> dict[str, int]:
+        """Total records per input/internal topic now."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        cons = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None)
+        try:
+            out = {}
+            for t in (self.names.crashes, self.names.telemetry, self.names.by_signature, self.names.by_cohort):
+                tps = [TopicPartition(t, p) for p in sorted(cons.partitions_for_topic(t) or ())]
+                out[t] = sum(cons.end_offsets(tps).values()) if tps else 0
+            return out
+        finally:
+            cons.close()
+
+    def drained(self, workers: list[WorkerProcess] | None = None) -> bool:
+        """Have the (live) workers together folded every record of every stage?"""
+        ends = self.end_offsets()
+        stage_topic = {"crashes": self.names.crashes, "telemetry": self.names.telemetry,
+                       "signature": self.names.by_signature, "cohort": self.names.by_cohort}
+        done: dict[str, dict[str, int]] = {}
+        for w in workers or [w for w in self.workers if w.alive()]:
+            st = w.status()
+            if st is None:
+                return False
+            for key, off in st["positions"].items():
+                stage, p = key.split("/")
+                done.setdefault(stage_topic[stage], {})
+                done[stage_topic[stage]][p] = max(off, done[stage_topic[stage]].get(p, 0))
+        return all(sum(done.get(t, {}).values()) >= n for t, n in ends.items())
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+
+
+@pytest.fixture
+def stream_env(kafka_broker: str, tmp_path: Path) -> Iterator[StreamEnv]:
+    env = StreamEnv(kafka_broker, tmp_path)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+@pytest.fixture(scope="session")
+def embedded_alerts(events_file: Path) -> list[Any]:
+    """Alerts of the embedded path (one Engine over the file: what ``fleetepi replay`` runs)."""
+    from detectors import Engine
+    from fleetepi.contract import decode_event
+    from fleetepi.exceptions import InvalidMessage
+
+    engine = Engine()
+    out: list[Any] = []
+    with open(events_file, "rb") as fh:
+        for line in fh:
+            try:
+                out.extend(engine.process(decode_event(line)))
+            except InvalidMessage:
+                continue
+    return out
+
+
+@pytest.fixture(scope="session")
+def embedded_counts(events_file: Path) -> dict[str, dict[str, float]]:
+    from detectors import Engine
+    from fleetepi.contract import decode_event
+
+    engine = Engine()
+    with open(events_file, "rb") as fh:
+        for line in fh:
+            engine.process(decode_event(line))
+    return engine.counts()
