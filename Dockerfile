@@ -27,7 +27,7 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[agent,stream,ops]"
 FROM ${PYTHON_IMAGE} AS kubectl
 # Pinned; the checksum published next to the binary is verified.
 ARG KUBECTL_VERSION=v1.33.4
-ARG TARGETARCH=amd64
+ARG TARGETARCH
 ADD https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/${TARGETARCH}/kubectl /kubectl
 ADD https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/${TARGETARCH}/kubectl.sha256 /kubectl.sha256
 RUN echo "$(cat /kubectl.sha256)  /kubectl" | sha256sum -c - && chmod 0755 /kubectl

@@ -99,6 +99,8 @@ class Agent:
                 self._off(slot, str(exc))
             else:
                 self.metrics.source_up.labels(source=sc.name).set(1)
+                for outcome in getattr(slot.source, "known_outcomes", list)():
+                    self.metrics.log_lines.labels(outcome=outcome)
                 log.info("source %s (%s) on, every %.0f s", sc.name, sc.kind, sc.interval_s)
             self.slots.append(slot)
 

@@ -104,11 +104,15 @@ class CohortCorrelation:
         self.start_ms: int | None = None
         self.next_sweep_ms = 0
 
+    def start(self, ts_ms: int) -> None:
+        """Where the stream starts for this instance (warm-up and silent-history credit count from it)."""
+        self.start_ms = ts_ms
+        self.next_sweep_ms = ts_ms + HOUR_MS
+
     # ------------------------------------------------------------------ hot path
     def observe(self, key: str, host: str, job: str | None, ts_ms: int, inventory: Inventory) -> list[Any]:
         if self.start_ms is None:
-            self.start_ms = ts_ms
-            self.next_sweep_ms = ts_ms + HOUR_MS
+            self.start(ts_ms)
         st = self.keys.get(key)
         if st is None:
             if len(self.keys) >= self.max_keys:
@@ -121,12 +125,14 @@ class CohortCorrelation:
             st.last_ms = ts_ms
         if job:
             j = st.jobs.get(job)
-            if j is not None and j[0] != host:
+            if j is not None and j[0] != host and ts_ms - j[1] < self.window_ms:
                 if ts_ms > j[1]:
                     j[1] = ts_ms
                 return out  # the job already has its host here: a burst is one case
-            if j is None:
+            if j is None or j[0] != host:
                 st.jobs[job] = [host, ts_ms]
+            elif ts_ms > j[1]:
+                j[1] = ts_ms
         u = st.units.get(host)
         if u is not None:
             if ts_ms - u[0] >= self.bucket_ms:

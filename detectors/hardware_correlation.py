@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from detectors.cohorts import Pair, cohort_correlation_from_config
 from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
+from detectors.inventory import Inventory, stream_start
 from detectors.signature_spike import _short
 from detectors.stats import score_of
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
@@ -36,6 +36,8 @@ class HardwareCorrelation:
         return event.signature if type(event) is Crash else None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
+        if self.core.start_ms is None:
+            self.core.start(stream_start(inventory, ts_ms))
         return self.core.observe(event.signature, event.host, event.job, ts_ms, inventory)  # type: ignore[union-attr]
 
     def _alert(self, key: str, kv: Pair, state: str, ts_ms: int, p: float | None, k: int, d: int, n1: int,

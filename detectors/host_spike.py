@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
+from detectors.inventory import Inventory, stream_start
 from detectors.peers import peer_spike_from_config
 from detectors.stats import score_of
 from detectors.windows import Ring
@@ -73,6 +73,8 @@ class HostSpike:
         return None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
+        if self.core.start_ms is None:
+            self.core.start(stream_start(inventory, ts_ms))
         if type(event) is Crash:
             w = self.config.host_odd_weight if odd_shape(event, self.config.host_bitflip_min) else 1.0
             return self.core.observe(event.host, "crash", w, ts_ms, inventory, label=event.signature,

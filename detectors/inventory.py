@@ -40,6 +40,9 @@ class Inventory:
         self.attribute_hosts: Counter[str] = Counter()
         #: Bumped whenever a latest announcement changes: caches of cohort membership key on it.
         self.version = 0
+        #: Time of the earliest announcement: where the stream starts for every worker
+        #: (all of them read the whole hosts topic), so detectors' warm-ups agree.
+        self.first_ms: int | None = None
         self._members: tuple[int, dict[tuple[str, str], frozenset[str]], dict[str, frozenset[str]]] | None = None
 
     def __len__(self) -> int:
@@ -54,6 +57,8 @@ class Inventory:
 
     def announce(self, host: str, ts_ms: int, attributes: dict[str, str]) -> bool:
         """Record an announcement; returns True if the latest attributes changed."""
+        if self.first_ms is None or ts_ms < self.first_ms:
+            self.first_ms = ts_ms
         hist = self._hosts.get(host)
         if hist is None:
             hist = self._hosts[host] = _History()
@@ -124,4 +129,10 @@ class Inventory:
                 self.announce(host, int(ts_ms), attrs)
 
 
-__all__ = ["EMPTY", "Inventory"]
+def stream_start(inventory: Inventory, ts_ms: int) -> int:
+    """Start of the stream as every worker sees it: the first announcement, else this event."""
+    first = inventory.first_ms
+    return ts_ms if first is None or first > ts_ms else first
+
+
+__all__ = ["EMPTY", "Inventory", "stream_start"]

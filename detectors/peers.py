@@ -137,12 +137,16 @@ class PeerSpike:
         self.next_sweep_ms = 0
         self.late = 0
 
+    def start(self, ts_ms: int) -> None:
+        """Where the stream starts for this instance (warm-up and silent-history credit count from it)."""
+        self.start_ms = ts_ms
+        self.next_sweep_ms = ts_ms + self.sweep_ms
+
     # ------------------------------------------------------------------ hot path
     def observe(self, host: str, channel: str, w: float, ts_ms: int, inventory: Inventory,
                 label: str | None = None, odd: float = 0.0) -> list[Any]:
         if self.start_ms is None:
-            self.start_ms = ts_ms
-            self.next_sweep_ms = ts_ms + self.sweep_ms
+            self.start(ts_ms)
         b = ts_ms // self.bucket_ms
         ch = self.channels.get(channel)
         if ch is None:

@@ -105,15 +105,21 @@ class RateSpike:
         #: events refused because their bucket had left the window (late).
         self.late = 0
 
+    def start(self, ts_ms: int) -> None:
+        """Where the stream starts for this instance (warm-up and silent-history credit count from it)."""
+        self.start_ms = ts_ms
+        self.next_sweep_ms = ts_ms + HOUR_MS
+
     # ------------------------------------------------------------------ hot path
     def observe(self, key: str, source: str | None, w: float, ts_ms: int) -> list[Alert]:
         """Count ``w`` units of ``key`` from ``source`` at ``ts_ms``; return alerts."""
         if self.start_ms is None:
-            self.start_ms = ts_ms
-            self.next_sweep_ms = ts_ms + HOUR_MS
+            self.start(ts_ms)
         b = ts_ms // self.bucket_ms
         st = self.keys.get(key)
         out: list[Alert] = []
+        if st is not None and ts_ms - st.last_ms > self.ttl_ms and not st.firing:
+            st = None  # idle past the TTL: forgotten, whether or not a sweep got to it yet
         if st is None:
             st = self._new_key(key, ts_ms)
         if b > st.b:
@@ -172,28 +178,44 @@ class RateSpike:
         return all(r.total_at(j) < k for r, k in zip(st.rings, st.k_res))
 
     def _roll(self, key: str, st: _Key, b: int, out: list[Alert]) -> None:
-        """Move the key's clock to bucket ``b``: resolve at the exact boundary, fold the baseline."""
-        head = st.rings[0].head
-        if st.firing and head >= 0:
-            # Step bucket by bucket while firing (at most the longest window's worth).
+        """Move the key's clock to bucket ``b``.
+
+        While firing, step bucket by bucket (at most the longest window's
+        worth), recomputing the thresholds *at each bucket*, so the resolve
+        time and numbers depend only on the key's events, never on when the
+        engine happened to call ``advance``: a partitioned run resolves at the
+        same instant as a single process.
+        """
+        if st.firing and st.rings[0].head >= 0:
             hold_ms = self.windows_s[0] * 1000
-            j, stop = head + 1, min(b, head + self.n)
-            while j <= stop:
-                if j * self.bucket_ms - st.fired_ms >= hold_ms and self._quiet_at(st, j):
-                    self._resolve(key, st, j * self.bucket_ms, st.rings[0].total_at(j), out)
-                    break
+            j = st.rings[0].head + 1
+            stop = min(b, st.rings[0].head + self.n)
+            while j <= stop and st.firing:
+                self._move(st, j)
+                if j * self.bucket_ms - st.fired_ms >= hold_ms and all(
+                        r.total < k for r, k in zip(st.rings, st.k_res)):
+                    self._resolve(key, st, j * self.bucket_ms, st.rings[0].total, out)
                 j += 1
-            if st.firing and b > head + self.n:
-                self._resolve(key, st, max((head + self.n) * self.bucket_ms, st.fired_ms + int(hold_ms)), 0.0, out)
+            if st.firing and b > stop:
+                # Every window is empty by now: resolved at the first allowed bucket past them.
+                j = max(stop + 1, -(-(st.fired_ms + int(hold_ms)) // self.bucket_ms))
+                if j <= b:
+                    self._move(st, j)
+                    self._resolve(key, st, j * self.bucket_ms, 0.0, out)
+        self._move(st, b)
+
+    def _move(self, st: _Key, b: int) -> None:
+        """Fold the baseline up to ``b``'s guard band, slide the windows, recompute thresholds."""
+        if b <= st.b:
+            return
         # Guard band: fold only hours older than the longest window.
         hour = (b - self.n) * self.bucket_ms // HOUR_MS
         if hour > st.base.hour:
             cap = st.mu[0] * HOUR_MS / (self.sizes[0] * self.bucket_ms)
             st.base.fold_until(hour, self.decay, cap)
-        if b * self.bucket_ms // HOUR_MS > st.b * self.bucket_ms // HOUR_MS:
-            if len(st.seen) > 8:
-                old = b - self.sizes[0]
-                st.seen = {s: v for s, v in st.seen.items() if v > old}
+        if b * self.bucket_ms // HOUR_MS > st.b * self.bucket_ms // HOUR_MS and len(st.seen) > 8:
+            old = b - self.sizes[0]
+            st.seen = {s: v for s, v in st.seen.items() if v > old}
         for ring in st.rings:
             ring.roll(b)
         self._thresholds(st, b)

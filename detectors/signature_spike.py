@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
+from detectors.inventory import Inventory, stream_start
 from detectors.rate import rate_spike_from_config
 from detectors.stats import score_of
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
@@ -43,6 +43,8 @@ class SignatureSpike:
         return event.signature if type(event) is Crash else None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
+        if self.core.start_ms is None:
+            self.core.start(stream_start(inventory, ts_ms))
         job = event.job  # type: ignore[union-attr]
         source = "j:" + job if job else "h:" + event.host
         return self.core.observe(event.signature, source, 1.0, ts_ms)  # type: ignore[union-attr]

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from detectors.cohorts import Pair, cohort_correlation_from_config
 from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
+from detectors.inventory import Inventory, stream_start
 from detectors.peers import peer_spike_from_config
 from detectors.rate import rate_spike_from_config
 from detectors.stats import score_of
@@ -97,6 +97,8 @@ class TelemetryHostSpike:
         return event.host if type(event) is Telemetry else None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
+        if self.core.start_ms is None:
+            self.core.start(stream_start(inventory, ts_ms))
         w = telemetry_units(event, ts_ms, self.thermal, self.config.tel_max_n)  # type: ignore[arg-type]
         if w <= 0:
             # A reading without errors still says the host is alive: the peers' denominator.
@@ -164,6 +166,9 @@ class TelemetryCohortSpike:
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
         ev: Telemetry = event  # type: ignore[assignment]
+        if self.fleet.start_ms is None:
+            self.fleet.start(stream_start(inventory, ts_ms))
+            self.cohorts.start(self.fleet.start_ms)  # type: ignore[arg-type]
         if telemetry_units(ev, ts_ms, self.thermal, self.config.tel_max_n) <= 0:
             return []
         ch = channel_of(ev)

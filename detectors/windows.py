@@ -13,6 +13,8 @@ from typing import Any
 
 HOUR_MS = 3_600_000
 DAY_H = 24
+#: Longest silent gap folded hour by hour (30 days).
+MAX_SILENT_H = 30 * DAY_H
 
 
 class Ring:
@@ -140,17 +142,18 @@ class DailyBaseline:
             entry[2] = True
 
     def _silent(self, start: int, end: int, decay: float) -> None:
-        """Fold the silent hours ``start .. end - 1`` (each slot visited once per day)."""
-        gap = end - start
-        if gap <= 0:
-            return
+        """Fold the silent hours ``start .. end - 1``, one by one.
+
+        Hour by hour (not in closed form) so that folding a gap at once or in
+        pieces gives bit-identical floats: partitioned and single runs agree.
+        Keys idle longer than their TTL are forgotten, so gaps stay short;
+        beyond ``MAX_SILENT_H`` the slots are at their fixed point anyway.
+        """
         c, e = self.c, self.e
-        for k in range(min(gap, DAY_H)):
-            s = (start + k) % DAY_H
-            visits = (gap - 1 - k) // DAY_H + 1
-            d = decay**visits
-            c[s] *= d
-            e[s] = e[s] * d + ((1.0 - d) / (1.0 - decay) if decay < 1.0 else float(visits))
+        for h in range(start, min(end, start + MAX_SILENT_H)):
+            s = h % DAY_H
+            c[s] *= decay
+            e[s] = e[s] * decay + 1.0
 
     def fold_until(self, hour: int, decay: float, cap: float) -> None:
         """Fold every hour before ``hour``; an hour that fired adds at most ``cap`` units."""

@@ -147,9 +147,9 @@ def _simulation(hosts: int, days: float, seed: int) -> Any:
 
 
 @click.command("demo")
-@click.option("--hosts", default=500, show_default=True, type=click.IntRange(1, 100_000),
+@click.option("--hosts", default=500, show_default=True, type=click.IntRange(20, 100_000),
               help="Simulated GPU hosts.")
-@click.option("--days", default=3.0, show_default=True, type=click.FloatRange(0.05, 60),
+@click.option("--days", default=3.0, show_default=True, type=click.FloatRange(0.1, 366),
               help="Simulated days of event time (the first hours are baseline warm-up).")
 @click.option("--seed", default=7, show_default=True, help="Random seed: same seed, same fleet, same alerts.")
 @click.option("--speed", default="auto", show_default=True, metavar="auto|max|N",

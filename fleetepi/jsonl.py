@@ -17,8 +17,9 @@ import gzip
 import io
 import os
 import stat
+import zlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,21 +32,25 @@ _GZIP_MAGIC = b"\x1f\x8b"
 BUFFER_BYTES = 1 << 20
 
 
-class InputError(FleetepiError):
-    """The input file cannot be opened or read (not a bad *line*: those are counted)."""
+class JsonlFileError(FleetepiError):
+    """A JSON-lines file cannot be opened, read or written (a bad *line* is not this: it is counted)."""
+
+
+class DamagedInput(JsonlFileError):
+    """The compressed input ends early or is corrupt; every line before the damage was yielded."""
 
 
 @dataclass
 class LineSource:
     """An opened JSON-lines input.
 
-    :param lines: binary file object iterated line by line (``bytes`` with the newline).
+    :param lines: the lines as ``bytes`` (a binary file, or the gunzipping generator).
     :param raw: the underlying file, whose position is the progress.
     :param total_bytes: size of ``raw`` if known (a regular file), else None (a pipe).
     :param name: what the user named (``-`` for stdin), for messages.
     """
 
-    lines: BinaryIO
+    lines: Iterable[bytes]
     raw: BinaryIO
     total_bytes: int | None
     name: str
@@ -58,7 +63,46 @@ class LineSource:
             return 0
 
     def __iter__(self) -> Iterator[bytes]:
+        """Lines as bytes. A truncated or corrupt gzip raises :class:`DamagedInput`
+        mid-way, after every good line before it was yielded."""
         return iter(self.lines)
+
+
+def gunzip_lines(fh: BinaryIO, chunk_bytes: int = 1 << 16) -> Iterator[bytes]:
+    """Lines of a gzip stream (several members allowed, as ``cat a.gz b.gz`` makes).
+
+    Written on zlib rather than ``gzip.GzipFile`` so that a truncated file
+    (a recorder killed mid-write) loses nothing: every line decompressed
+    before the cut is yielded, the partial last line too (the decoder then
+    counts it as ``malformed_json``), and only then :class:`DamagedInput` is
+    raised. ``GzipFile`` raises at the cut and drops its whole last buffer.
+    """
+    d = zlib.decompressobj(wbits=31)
+    pending = b""
+    started = False
+    while True:
+        data = fh.read(chunk_bytes)
+        if not data:
+            break
+        while data:
+            if d.eof:  # a new member follows the previous one
+                if not data.startswith(_GZIP_MAGIC[:1]):
+                    raise DamagedInput("trailing garbage after the last gzip member")
+                d = zlib.decompressobj(wbits=31)
+            started = True
+            try:
+                out = d.decompress(data)
+            except zlib.error as exc:
+                raise DamagedInput(f"corrupt gzip data: {exc}") from None
+            data = d.unused_data if d.eof else b""
+            if out:
+                parts = (pending + out).split(b"\n")
+                pending = parts.pop()
+                yield from parts
+    if pending:
+        yield pending
+    if started and not d.eof:
+        raise DamagedInput("compressed file ended before the end-of-stream marker (truncated .gz)")
 
 
 def _regular_size(f: BinaryIO) -> int | None:
@@ -73,7 +117,7 @@ def _regular_size(f: BinaryIO) -> int | None:
 def open_input(path: str | Path) -> Iterator[LineSource]:
     """Open ``path`` (or stdin for ``-``) for reading JSON lines, gunzipping if needed.
 
-    :raises InputError: the file does not exist or cannot be read.
+    :raises JsonlFileError: the file does not exist or cannot be read.
     """
     name = str(path)
     if name == "-":
@@ -83,16 +127,16 @@ def open_input(path: str | Path) -> Iterator[LineSource]:
         try:
             raw = open(name, "rb", buffering=0)  # type: ignore[assignment]
         except OSError as exc:
-            raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+            raise JsonlFileError(f"cannot read {name}: {exc.strerror or exc}") from None
         owned = True
     try:
         buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw, BUFFER_BYTES)  # type: ignore[arg-type]
         head = buffered.peek(2)[:2]
-        lines: BinaryIO
+        lines: Iterable[bytes]
         if head == _GZIP_MAGIC:
-            lines = io.BufferedReader(gzip.GzipFile(fileobj=buffered, mode="rb"), BUFFER_BYTES)  # type: ignore[arg-type]
+            lines = gunzip_lines(buffered)
         else:
-            lines = buffered  # type: ignore[assignment]
+            lines = buffered
         yield LineSource(lines=lines, raw=raw, total_bytes=_regular_size(raw), name=name)
     finally:
         if owned:
@@ -123,7 +167,7 @@ def open_output(path: str | Path) -> Iterator[BinaryIO]:
     try:
         fh: BinaryIO = gzip.open(tmp, "wb") if name.endswith(".gz") else open(tmp, "wb")  # type: ignore[assignment]
     except OSError as exc:
-        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
+        raise JsonlFileError(f"cannot write {name}: {exc.strerror or exc}") from None
     ok = False
     try:
         yield fh
@@ -147,4 +191,4 @@ def write_lines(path: str | Path, records: Iterator[bytes] | list[bytes]) -> int
     return n
 
 
-__all__ = ["BUFFER_BYTES", "InputError", "LineSource", "open_input", "open_output", "write_lines"]
+__all__ = ["BUFFER_BYTES", "DamagedInput", "gunzip_lines", "JsonlFileError", "LineSource", "open_input", "open_output", "write_lines"]

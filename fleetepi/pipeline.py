@@ -30,7 +30,6 @@ from typing import BinaryIO, Protocol
 
 from detectors import DetectorConfig, Engine
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry, decode_event, encode, format_ts, ts_from_ms
-from fleetepi.contract.codec import REASONS
 from fleetepi.exceptions import FleetepiError, InvalidMessage
 from fleetepi.metrics import PipelineMetrics
 
@@ -153,10 +152,10 @@ class Pipeline:
         self.metrics = metrics
         self.strict = strict
         self.summary = RunSummary()
-        self.decode_invalid: Counter[str] = Counter()
         self._line: int | None = None
         self._dropped = False
         self._started: float | None = None
+        self._next_hook = self.engine.on_invalid  # a hook the engine already had keeps working
         self.engine.on_invalid = self._on_admission
 
     # ------------------------------------------------------------------ bad input
@@ -174,6 +173,8 @@ class Pipeline:
     def _on_admission(self, reason: str, event: Event, ts_ms: int) -> None:
         if reason != "unknown_host":
             self._dropped = True
+        if self._next_hook is not None:
+            self._next_hook(reason, event, ts_ms)
         self._record_invalid(reason, self._admission_detail(reason, event, ts_ms))
 
     def _admission_detail(self, reason: str, event: Event, ts_ms: int) -> str:
@@ -213,8 +214,13 @@ class Pipeline:
         self._line = lineno
         self._dropped = False
         alerts = self.engine.process(event)
-        if not self._dropped and self.metrics is not None:
-            self._observe(event)
+        m = self.metrics
+        if m is not None:
+            if not self._dropped:
+                self._observe(event)
+            # per event, not per report: a live stream may go idle right after this line
+            m.set_watermark(self.engine.watermark_ms)
+            m.set_hosts(len(self.engine.inventory))
         if alerts:
             self._emit(alerts)
         return alerts
@@ -263,11 +269,15 @@ class Pipeline:
         self._start()
         lineno = self._line or 0
         feed = self.feed_line
+        clock = time.monotonic
+        last = clock()
         for lineno, line in enumerate(lines, lineno + 1):  # noqa: B007 - lineno kept after the loop
-            if len(line) < 3 and not line.strip():
+            if not line.strip():
                 continue
             feed(line, lineno)
-            if lineno % REPORT_EVERY == 0:
+            # by count for files, by time for a slow live stream (stdin from a recorder)
+            if lineno % REPORT_EVERY == 0 or clock() - last >= 1.0:
+                last = clock()
                 self.report()
                 if progress is not None:
                     progress()
@@ -289,27 +299,34 @@ class Pipeline:
         mask = REPORT_EVERY - 1
         lineno = start = self._line or 0
         blank = 0
-        for line in lines:
-            lineno += 1
-            try:
-                event = decode(line)
-            except InvalidMessage as exc:
-                if not line.strip():
-                    blank += 1
+        try:
+            for line in lines:
+                lineno += 1
+                try:
+                    event = decode(line)
+                except InvalidMessage as exc:
+                    if not line.strip():
+                        blank += 1
+                        continue
+                    self._line = lineno
+                    self._record_invalid(exc.reason, exc.detail)
                     continue
                 self._line = lineno
-                self._record_invalid(exc.reason, exc.detail)
-                continue
+                alerts = process(event)
+                if alerts:
+                    self._emit(alerts)
+                if not lineno & mask and progress is not None:
+                    progress()
+        finally:  # also when the input breaks mid-way: the summary counts what was read
+            summary.lines += lineno - start - blank
             self._line = lineno
-            alerts = process(event)
-            if alerts:
-                self._emit(alerts)
-            if not lineno & mask and progress is not None:
-                progress()
-        summary.lines += lineno - start - blank
-        self._line = lineno
-        self._stop()
+            self._stop()
         return summary
+
+    @property
+    def last_line(self) -> int:
+        """Number of the last line read (0 before the first)."""
+        return self._line or 0
 
     def _start(self) -> None:
         if self._started is None:
@@ -373,7 +390,6 @@ def replay_lines(
 
 
 __all__ = [
-    "REASONS",
     "AlertSink",
     "FanoutAlertSink",
     "InvalidSample",

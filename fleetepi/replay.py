@@ -9,6 +9,7 @@ stderr.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from detectors import DetectorConfig
 from fleetepi.console import summary_table
 from fleetepi.exceptions import ConfigError
-from fleetepi.jsonl import InputError, open_input, open_output
+from fleetepi.jsonl import DamagedInput, JsonlFileError, LineSource, open_input, open_output
 from fleetepi.metrics import DEFAULT_BIND, PipelineMetrics, serve
 from fleetepi.pipeline import JsonlAlertSink, Pipeline, StrictModeError, batch_gc
 
@@ -121,36 +122,43 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
         except OSError as exc:
             raise click.ClickException(f"cannot serve metrics on {metrics_bind}:{metrics_port}: {exc}") from None
     show_progress = err.is_terminal if progress is None else progress
+    damaged: str | None = None
     try:
         with batch_gc(), open_input(input_path) as source, open_output(output_path) as out:
-            sink = JsonlAlertSink(out)
-            pipe = Pipeline(config=config, sink=sink, metrics=metrics, strict=strict)
-            if show_progress:
-                with _progress(err) as bar:
-                    task = bar.add_task("replay", total=source.total_bytes, status="")
-
-                    def tick() -> None:
-                        s = pipe.summary
-                        bar.update(task, completed=source.position(),
-                                   status=f"{s.lines:,} lines, {sum(s.fired.values())} alerts")
-
-                    pipe.run(source, tick)
-                    pipe.finish()
-            else:
-                pipe.run(source)
-                pipe.finish()
+            pipe = Pipeline(config=config, sink=JsonlAlertSink(out), metrics=metrics, strict=strict)
+            try:
+                if show_progress:
+                    _run_with_progress(pipe, source, err)
+                else:
+                    pipe.run(source)
+            except DamagedInput as exc:  # keep what was read: alerts so far, resolutions, summary
+                damaged = f"{input_path}: unreadable after line {pipe.last_line}: {exc}"
+            pipe.finish()
     except StrictModeError as exc:
         raise click.ClickException(str(exc)) from None
-    except InputError as exc:
+    except JsonlFileError as exc:
         raise click.ClickException(str(exc)) from None
-    except BrokenPipeError:
-        sys.stderr.close()  # reader of stdout went away (| head): stop quietly
+    except BrokenPipeError:  # the reader of stdout went away (| head -1): stop quietly, like cat
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         raise SystemExit(0) from None
     finally:
         if server is not None:
             server.shutdown()
     if not quiet:
         err.print(summary_table(pipe.summary, title=f"fleetepi replay {input_path}"))
+    if damaged:
+        raise click.ClickException(damaged)
+
+
+def _run_with_progress(pipe: Pipeline, source: LineSource, err: Console) -> None:
+    with _progress(err) as bar:
+        task = bar.add_task("replay", total=source.total_bytes, status="")
+
+        def tick() -> None:
+            s = pipe.summary
+            bar.update(task, completed=source.position(), status=f"{s.lines:,} lines, {sum(s.fired.values())} alerts")
+
+        pipe.run(source, tick)
 
 
 __all__ = ["load_config", "replay_command"]

@@ -20,7 +20,7 @@ cleanup() { [ -n "$prom_pid" ] && kill "$prom_pid" 2>/dev/null; wait 2>/dev/null
 trap cleanup EXIT
 
 "$FLEETEPI" simulate --hosts "$HOSTS" --days "$DAYS" --seed "$SEED" -o "$work/events.jsonl.gz"
-"$FLEETEPI" dashboard history -i "$work/events.jsonl.gz" -o "$work/metrics.om" --step 5m
+"$FLEETEPI" dashboard history -i "$work/events.jsonl.gz" -o "$work/metrics.om" --step 4m
 promtool tsdb create-blocks-from openmetrics -q "$work/metrics.om" "$work/data" >/dev/null
 port="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 printf 'global: {scrape_interval: 1m}\n' > "$work/prometheus.yml"
@@ -36,8 +36,8 @@ import numpy as np
 from fleetepi.dashboard.prom import PrometheusAPI
 with PrometheusAPI(sys.argv[1]) as api:
     now = time.time()
-    # One point a day over two years finds the recording's span (samples every 5 min).
-    (hosts,) = api.range("max(fleetepi_hosts)", now - 730 * 86400, now + 365 * 86400, 86400)
+    # One point a day over two years finds the recording's span.
+    (hosts,) = api.range("max(last_over_time(fleetepi_hosts[1d]))", now - 730 * 86400, now + 365 * 86400, 86400)
     t0, t1 = hosts.times.min() - 86400, hosts.times.max() + 86400
     busy_q = 'count(fleetepi_alert_active) + (count(fleetepi_alert_relative_risk{attribute!=""}) or vector(0))'
     (busy,) = api.range(busy_q, t0, t1, 300)

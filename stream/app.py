@@ -190,7 +190,7 @@ class StreamWorker:
         st = self.states.get(key)
         if st is None:
             on_invalid = self._on_admission if not stage.framed else None
-            st = PartitionState(stage, partition, self.settings.config, self.inventory, on_invalid)
+            st = PartitionState(stage, partition, self.settings.config, self.hostfeed.entries, on_invalid)
             if self.checkpoints is not None:
                 snap = self.checkpoints.load(stage.name, partition)
                 if snap is not None and st.restore(snap):
@@ -265,6 +265,8 @@ class StreamWorker:
                 fwd.setdefault(target, []).append((off, ts, raw))  # type: ignore[arg-type]
                 if st.fwd_wm is None or ts > st.fwd_wm:
                     st.fwd_wm = ts
+                if st.fwd_first is None:
+                    st.fwd_first = ts
             if is_crash:
                 pipeline.count_event("crash")
                 pipeline.observe_crash(event, event.ts_ms)  # type: ignore[arg-type,union-attr]
@@ -278,7 +280,7 @@ class StreamWorker:
             for target in range(await self._n_partitions(fwd_topic)):
                 records = fwd.get(target, [])
                 for i in range(0, max(len(records), 1), BUNDLE_MAX):
-                    value = bundle(p, wm, records[i:i + BUNDLE_MAX])
+                    value = bundle(p, wm, st.fwd_first, records[i:i + BUNDLE_MAX])
                     pending.append(await send(fwd_topic, key, value, target, None, None))
         return out
 

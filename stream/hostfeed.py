@@ -1,4 +1,10 @@
-"""Every worker reads all of ``fleetepi.hosts`` into its shared inventory.
+"""Every worker reads all of ``fleetepi.hosts``: one inventory for metrics, a log for the engines.
+
+Each partition's Engine has an inventory of its own, fed from :attr:`HostFeed.entries`
+up to the event time it has reached (``stream.state``): cohort sizes are those *at
+that time*, as in the embedded run, even though the worker read every
+announcement (including next week's BIOS upgrade) at start-up. The shared
+``inventory`` serves the metrics (host count, telemetry by rack).
 
 Why not a faust ``GlobalTable``: the inventory is an event-time history per
 host (``detectors.Inventory``), not a key -> latest value map, and global
@@ -40,6 +46,10 @@ class HostFeed:
         self.on_change = on_change
         self.ready = asyncio.Event()
         self.read = 0
+        #: Every announcement read, ``(ts_ms, host, attributes)``: sorted by event time when
+        #: the initial load completes, appended in arrival order after that. Append-only:
+        #: partition states keep a cursor into it (``stream.state``).
+        self.entries: list[tuple[int, str, dict[str, str]]] = []
 
     async def run(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -72,12 +82,14 @@ class HostFeed:
                             continue
                         if isinstance(ev, Host):
                             announce(ev.host, ev.ts_ms, ev.attributes)
+                            self.entries.append((ev.ts_ms, ev.host, ev.attributes))
                             self.read += 1
                 if batches and callable(self.on_change):
                     self.on_change(len(self.inventory))
                 if not self.ready.is_set():
                     positions = {tp: await consumer.position(tp) for tp in tps}
                     if all(positions[tp] >= target[tp] for tp in tps):
+                        self.entries.sort(key=lambda e: e[0])
                         log.info("host inventory loaded: %d hosts", len(self.inventory))
                         self.ready.set()
         finally:

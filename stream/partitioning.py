@@ -86,14 +86,14 @@ def stages(names: TopicNames | None = None) -> tuple[Stage, ...]:
 
 
 _bundle_enc = msgspec.msgpack.Encoder()
-_bundle_dec = msgspec.msgpack.Decoder(tuple[int, int | None, list[tuple[int, int, bytes]]])
+_bundle_dec = msgspec.msgpack.Decoder(tuple[int, int | None, int | None, list[tuple[int, int, bytes]]])
 
 #: One forwarded event in a bundle: (source offset, event time ms, original bytes).
 Forwarded = tuple[int, int, bytes]
 
 
-def bundle(partition: int, watermark_ms: int | None, records: list[Forwarded]) -> bytes:
-    """One internal record: ``(src partition, src watermark, [(src offset, ts_ms, raw), ...])``.
+def bundle(partition: int, watermark_ms: int | None, first_ms: int | None, records: list[Forwarded]) -> bytes:
+    """One internal record: ``(src partition, src watermark, src first ts, [(src offset, ts_ms, raw), ...])``.
 
     Why bundles: faust's per-record cost (~100 µs here) is the bottleneck of
     a worker; forwarding one record per event would pay it twice per event.
@@ -101,12 +101,13 @@ def bundle(partition: int, watermark_ms: int | None, records: list[Forwarded]) -
     partition, so the second stage pays it once per bundle. Every input
     batch sends a bundle to *every* internal partition, empty or not: it
     carries the source partition's watermark, which the consumer needs to
-    merge its sources in event-time order (``stream.state``).
+    merge its sources in event-time order (``stream.state``), and the time of
+    the first event it ever forwarded (the stream's start is the earliest).
     """
-    return _bundle_enc.encode((partition, watermark_ms, records))
+    return _bundle_enc.encode((partition, watermark_ms, first_ms, records))
 
 
-def unbundle(value: bytes) -> tuple[int, int | None, list[Forwarded]]:
+def unbundle(value: bytes) -> tuple[int, int | None, int | None, list[Forwarded]]:
     """Inverse of :func:`bundle`.
 
     :raises msgspec.DecodeError: not a bundle (only workers write these topics).

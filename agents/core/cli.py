@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from agents.core.decompress import copy_limited
+from agents.core.demangle import demangle
 from agents.core.exceptions import BadRuleLine
 from agents.core.limits import GiB, CoreLimits
 from agents.core.rules import load_rules
@@ -122,7 +123,8 @@ def _print_report(report: CoreReport) -> None:
         if f.language == "python":
             table.add_row(str(i), escape(f.module), escape(f.function or "?"), f"line {f.line}", "py-spy")
         else:
-            table.add_row(str(i), escape(f.module), escape(f.function or ""), f.offset or "", next(trust, ""))
+            table.add_row(str(i), escape(f.module), escape(demangle(f.function) if f.function else ""), f.offset or "",
+                          next(trust, ""))
     console.print(table)
     if report.registers:
         regs = report.registers
@@ -188,7 +190,7 @@ class _HashingReader:
               help="Keep the core in this directory (core.EXE.PID.TIME); by default it is written nowhere but a temp file.")
 @click.option("--tmp-dir", type=click.Path(file_okay=False), default=None, help="Where the temporary core goes (default: $TMPDIR).")
 @click.option("--spool-dir", default="/var/lib/fleetepi/core-handler-spool", show_default=True,
-              help="On-disk spool for kafka:// while the broker is away (resent by the next handler run or the agent).")
+              help="On-disk spool for kafka:// while the broker is away; what is left is sent by the next handler run.")
 @click.option("--job", default=None, help="Scheduler job or pod that owned the process, if known.")
 @_with_common
 def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, publish_url: str, keep_dir: str | None,
@@ -240,7 +242,10 @@ def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, p
         crash = _with_executable(crash, exe_name)
     publisher = open_publisher(publish_url, spool_dir)
     try:
-        publisher.publish(crash)
+        publisher.publish(crash)  # durable from here on (sent, spooled or written)
+        flush = getattr(publisher, "flush", None)
+        if flush is not None:
+            flush(timeout_s=10.0)
     finally:
         publisher.close()
 

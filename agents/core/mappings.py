@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import struct
 from dataclasses import dataclass
 
@@ -46,11 +47,20 @@ class ModuleInfo:
     exec_ranges: tuple[tuple[int, int], ...] = ()  # absolute [start, end) of its PF_X loads
 
 
+_SO_MINOR = re.compile(r"(\.so\.\d+)(\.\d+)+$")
+
+
 def module_name(path: str) -> str:
-    """The basename that signatures show, stable across hosts and install prefixes."""
+    """The name that signatures show, stable across hosts and install prefixes.
+
+    The basename, with a shared object's minor versions cut at its soname's
+    major (``libstdc++.so.6.0.30`` -> ``libstdc++.so.6``): two hosts a point
+    release apart crash in the same ``std::terminate``. The exact build is in
+    the event's ``modules`` (build id).
+    """
     if path.endswith(" (deleted)"):
         path = path[: -len(" (deleted)")]
-    return os.path.basename(path) or path
+    return _SO_MINOR.sub(r"\1", os.path.basename(path) or path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,8 @@ from agents.core.exceptions import BadRuleLine
 #: Where the shipped lists live.
 DEFAULT_RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "signature"
 SKIP_FILE = "skip_frames.txt"
+#: The contract's bound on ``signature`` (``maxLength`` 1024).
+MAX_SIGNATURE = 1024
 INTERPRETER_FILE = "interpreter_frames.txt"
 
 _SITE = re.compile(r"^.*/(?:site-packages|dist-packages)/|^.*/lib/python\d+(?:\.\d+)*/")
@@ -33,6 +35,7 @@ class SigFrame:
 
     :param module: module basename for native frames (``libc.so.6``), or the
         normalized file for Python frames (``ctypes/__init__.py``).
+    :param function: the name shown (C++ demangled: ``svc::parse_header(int)``).
     :param offset: module-relative offset of native frames.
     :param unmapped: native pc outside every module (JIT code, corruption).
     """
@@ -42,6 +45,7 @@ class SigFrame:
     offset: int | None = None
     language: str = "native"
     unmapped: bool = False
+    raw_function: str | None = None  # the symbol as in the file (mangled C++), when it differs
 
     def render(self) -> str:
         if self.language == "python":
@@ -75,8 +79,9 @@ class FrameList:
     def matches(self, frame: SigFrame) -> bool:
         if self._re is None:
             return False
-        if frame.function and self._re.fullmatch(frame.function):
-            return True
+        for name in (frame.function, frame.raw_function):
+            if name and (self._re.fullmatch(name) or self._re.fullmatch(f"{frame.module}!{name}")):
+                return True
         return bool(self._re.fullmatch(frame.render()))
 
 
@@ -146,7 +151,7 @@ class SignatureResult:
 
     @property
     def signature(self) -> str:
-        return " | ".join(self.parts)
+        return " | ".join(self.parts)[:MAX_SIGNATURE]
 
 
 class Rule(Protocol):

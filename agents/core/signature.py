@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -22,11 +21,12 @@ from agents.core.elfcore import CoreFile
 from agents.core.exceptions import CoreParseError
 from agents.core.limits import CoreLimits, Deadline
 from agents.core.mappings import ModuleInfo, ModuleMap, module_name
-from agents.core.notes import AT_ENTRY, signal_name
-from agents.core.pyframes import PyStack, is_cpython, python_stack
+from agents.core.notes import AT_ENTRY, FAULT_SIGNALS, SigInfo, signal_name
+from agents.core.pyframes import is_cpython, python_stack
+from agents.core.resolve import AddressResolver
 from agents.core.rules import SigFrame, SignatureInput, SignatureRules, generate, load_rules, python_file_key
 from agents.core.shape import Shape, crash_shape
-from agents.core.stackwalk import RawFrame, StackWalker
+from agents.core.stackwalk import CaughtSignal, RawFrame, StackWalker
 from agents.core.symbols import SymbolCache
 from fleetepi.contract import Crash, Frame, Module
 
@@ -156,78 +156,28 @@ class CoreAnalyzer:
             modmap = ModuleMap.from_core(core)
             main = _main_module(modmap, core.notes.auxv.get(AT_ENTRY))
             overrides = {main.path: executable} if (main is not None and executable) else {}
-            sym_why: dict[str, str] = {}
-
-            def table_for(mod: ModuleInfo):  # type: ignore[no-untyped-def]
-                table, why = self.symbols.get(mod, overrides.get(mod.path))
-                if why:
-                    sym_why.setdefault(mod.name, why)
-                return table
-
-            def code(addr: int, n: int) -> bytes | None:
-                data = core.read(addr, n)
-                if data is not None:
-                    return data
-                mod = modmap.find(addr)
-                if mod is None:
-                    return None
-                table = table_for(mod)
-                return table.code(addr - mod.base + mod.link_vaddr, n) if table is not None else None
-
-            def function_start(addr: int) -> int | None:
-                mod = modmap.find(addr)
-                table = table_for(mod) if mod is not None else None
-                sym = table.lookup(addr - mod.base + mod.link_vaddr) if (table is not None and mod is not None) else None
-                return None if sym is None or mod is None else sym.start - mod.link_vaddr + mod.base
-
-            def cfi(addr: int) -> tuple[list[dict[str, object]], int] | None:
-                mod = modmap.find(addr)
-                table = table_for(mod) if mod is not None else None
-                if table is None or mod is None:
-                    return None
-                vaddr = addr - mod.base + mod.link_vaddr
-                rows = table.unwind_rows(vaddr)
-                return (rows, vaddr) if rows else None
-
+            addrs = AddressResolver(core, modmap, self.symbols, overrides)
             regs: dict[str, int] = core.notes.threads[0].regs if core.notes.threads else {}
             tid = core.notes.threads[0].pid if core.notes.threads else None
             raw: list[RawFrame] = []
+            caught: CaughtSignal | None = None
             if regs:
-                exec_ranges = [(sg.vaddr, sg.end) for sg in core.segments if sg.executable] + modmap.exec_ranges()
                 walker = StackWalker(
                     core,
-                    code,
-                    function_start,
-                    exec_ranges,
-                    cfi=cfi if self.use_cfi else None,
+                    addrs.code,
+                    addrs.function_start,
+                    addrs.exec_ranges(),
+                    cfi=addrs.cfi if self.use_cfi else None,
                     scan_bytes=self.limits.stack_scan_bytes,
                     max_frames=self.limits.max_frames,
                 )
                 walked = walker.walk(regs, deadline)
-                raw = walked.frames
+                raw, caught = walked.frames, walked.caught
                 notes.extend(walked.notes)
-            native, sig_native = self._symbolize(raw, modmap, table_for)
+            native, sig_native = addrs.symbolize(raw)
 
-            pystack = PyStack([], None)
-            if self.use_pyspy and is_cpython([m.name for m in modmap.modules]) and not deadline.expired:
-                pystack = python_stack(path, tid, timeout_s=min(self.limits.pyspy_timeout_s, max(deadline.remaining_s, 0.1)))
-                if pystack.note:
-                    notes.append(pystack.note)
-            py_frames = [
-                Frame(module=python_file_key(f.file), function=f.function, file=f.file, line=f.line, language="python")
-                for f in pystack.frames
-            ]
-            sig_python = [SigFrame(module=python_file_key(f.file), function=f.function, language="python") for f in pystack.frames]
-
-            rip = regs.get("rip")
-            entry = rip is not None and rip != 0 and function_start(rip) == rip
-            def is_mapped(addr: int) -> bool:
-                return core.is_mapped(addr) or modmap.find(addr) is not None
-
-            def is_executable(addr: int) -> bool:
-                return core.is_executable(addr) or modmap.is_executable(addr)
-
-            shape = crash_shape(regs or None, core.notes.siginfo, is_mapped, is_executable, at_function_entry=entry)
+            py_frames, sig_python = self._python_frames(path, tid, modmap, deadline, notes)
+            shape = self._shape(regs, core.notes.siginfo, caught, addrs, notes)
             if deadline.expired:
                 notes.append("partial: parse timeout; frames may be missing")
                 partial = True
@@ -238,7 +188,7 @@ class CoreAnalyzer:
                 self.rules,
             )
             shown = {f.module for f in native}
-            notes.extend(f"no symbols for {name}: {why}" for name, why in sorted(sym_why.items()) if name in shown)
+            notes.extend(f"no symbols for {name}: {why}" for name, why in sorted(addrs.why_no_symbols.items()) if name in shown)
             notes.extend(result.notes)
             signo = core.notes.siginfo.signo if core.notes.siginfo else (core.notes.threads[0].cursig if core.notes.threads else None)
             modules = [
@@ -265,35 +215,47 @@ class CoreAnalyzer:
             )
             return CoreReport(crash, shape, dict(regs), [f.trust for f in raw], list(shape.bitflip_detail))
 
+
     @staticmethod
-    def _symbolize(raw: list[RawFrame], modmap: ModuleMap, table_for) -> tuple[list[Frame], list[SigFrame]]:  # type: ignore[no-untyped-def]
-        frames: list[Frame] = []
-        sig: list[SigFrame] = []
-        for i, rf in enumerate(raw):
-            mod = modmap.find(rf.pc)
-            if mod is None:
-                name = "[null]" if rf.pc == 0 else "[unmapped]"
-                frames.append(Frame(module=name, offset="0x0" if rf.pc == 0 else None, language="native"))
-                sig.append(SigFrame(module=name, offset=0 if rf.pc == 0 else None, unmapped=True))
-                continue
-            offset = rf.pc - mod.base
-            table = table_for(mod)
-            # A return address points after the call; the call itself is one byte back.
-            lookup_at = rf.pc - (1 if i > 0 else 0) - mod.base + mod.link_vaddr
-            sym = table.lookup(lookup_at) if table is not None else None
-            func = sym.name if sym is not None else None
-            frames.append(Frame(module=mod.name, function=func, offset=f"0x{offset:x}", language="native"))
-            sig.append(SigFrame(module=mod.name, function=_clone_base(func), offset=offset))
-        return frames, sig
+    def _shape(
+        regs: dict[str, int], siginfo: SigInfo | None, caught: CaughtSignal | None, addrs: AddressResolver, notes: list[str]
+    ) -> Shape:
+        """The crash shape; of the fault a signal handler caught, when it caught one.
 
+        A service's crash handler (log, then ``abort()``) turns every SIGSEGV
+        into a SIGABRT whose registers are the handler's; the fault address and
+        registers that tell a bit flip from a NULL dereference are those the
+        kernel saved in the signal frame.
+        """
+        if caught is not None and caught.siginfo is not None and caught.siginfo.signo in FAULT_SIGNALS:
+            rip = caught.regs["rip"]
+            shape = crash_shape(caught.regs, caught.siginfo, addrs.is_mapped, addrs.is_executable,
+                                at_function_entry=rip != 0 and addrs.function_start(rip) == rip)
+            shape.flags.append("in_signal_handler")
+            notes.append(
+                f"crash shape from the {signal_name(caught.siginfo.signo)} (si_code {caught.siginfo.code}) that a "
+                "signal handler caught; the process then died of "
+                f"{signal_name(siginfo.signo) if siginfo else 'another signal'}"
+            )
+            return shape
+        rip = regs.get("rip")
+        entry = rip is not None and rip != 0 and addrs.function_start(rip) == rip
+        return crash_shape(regs or None, siginfo, addrs.is_mapped, addrs.is_executable, at_function_entry=entry)
 
-_CLONE = re.compile(r"(\.(cold|part\.\d+|isra\.\d+|constprop\.\d+|lto_priv\.\d+|localalias))+$")
-
-
-def _clone_base(func: str | None) -> str | None:
-    """``foo.cold``/``foo.isra.0``/``foo.part.3`` -> ``foo``: GCC's clones are parts of one
-    function, and which clone a build has depends on flags, not on the bug."""
-    return _CLONE.sub("", func) if func else func
+    def _python_frames(
+        self, path: str, tid: int | None, modmap: ModuleMap, deadline: Deadline, notes: list[str]
+    ) -> tuple[list[Frame], list[SigFrame]]:
+        """Python frames of a CPython core via py-spy (empty, with a note, when not to be had)."""
+        if not self.use_pyspy or deadline.expired or not is_cpython([m.name for m in modmap.modules]):
+            return [], []
+        stack = python_stack(path, tid, timeout_s=min(self.limits.pyspy_timeout_s, max(deadline.remaining_s, 0.1)))
+        if stack.note:
+            notes.append(stack.note)
+        frames = [
+            Frame(module=python_file_key(f.file), function=f.function, file=f.file, line=f.line, language="python")
+            for f in stack.frames
+        ]
+        return frames, [SigFrame(module=f.module, function=f.function, language="python") for f in frames]
 
 
 def _main_module(modmap: ModuleMap, entry: int | None) -> ModuleInfo | None:

@@ -22,6 +22,7 @@ the module's file on this host (matched by build id).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ import numpy as np
 from agents.core.cfi import DWARF_REGS, UnwindState, step
 from agents.core.elfcore import CoreFile
 from agents.core.limits import Deadline
+from agents.core.notes import SigInfo, decode_siginfo
 
 #: Reads ``n`` code bytes at a process address, or ``None`` when no source has them.
 CodeReader = Callable[[int, int], "bytes | None"]
@@ -39,6 +41,15 @@ FunctionStart = Callable[[int], "int | None"]
 CfiLookup = Callable[[int], "tuple[list[dict[str, object]], int] | None"]
 
 _FP_PROLOGUES = (b"\x55\x48\x89\xe5", b"\xf3\x0f\x1e\xfa\x55\x48\x89\xe5")
+#: glibc's and musl's ``__restore_rt``: ``mov $15, %rax; syscall`` (rt_sigreturn).
+SIGRETURN_CODE = b"\x48\xc7\xc0\x0f\x00\x00\x00\x0f\x05"
+#: ``struct rt_sigframe``: after the handler returns, rsp points at ``uc``; the
+#: general registers (``uc_mcontext.gregs``) start 40 bytes in.
+_UC_GREGS = 40
+#: The kernel's ``struct ucontext`` is 304 bytes; ``siginfo`` follows it.
+_UC_SIZE = 304
+#: ``gregs`` order (``REG_R8`` ... ``REG_RIP``) as DWARF register numbers.
+_GREGS_DWARF = (8, 9, 10, 11, 12, 13, 14, 15, 5, 4, 6, 3, 1, 0, 2, 7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +58,35 @@ class RawFrame:
 
     :param pc: the instruction pointer (frame 0) or return address (callers).
     :param trust: ``context`` (registers), ``cfi`` (DWARF call-frame info),
-        ``fp`` (frame-pointer chain) or ``scan`` (stack scanning), like
-        breakpad's frame trust.
+        ``fp`` (frame-pointer chain), ``scan`` (stack scanning) or ``signal``
+        (the context a signal interrupted, read from the kernel's signal
+        frame), like breakpad's frame trust.
+    :param sigreturn: this pc is the signal-return trampoline (``__restore_rt``).
     """
 
     pc: int
     trust: str
+    sigreturn: bool = False
+
+    @property
+    def is_return(self) -> bool:
+        """A return address (symbolize at ``pc - 1``, the call), not an exact pc."""
+        return self.trust not in ("context", "signal")
+
+
+@dataclass(frozen=True, slots=True)
+class CaughtSignal:
+    """A signal a handler caught on this stack: what it interrupted, and why."""
+
+    regs: dict[str, int]
+    siginfo: SigInfo | None
 
 
 @dataclass(frozen=True, slots=True)
 class WalkResult:
     frames: list[RawFrame]
     notes: list[str]
+    caught: CaughtSignal | None = None
 
 
 def call_before(code: bytes) -> bool:
@@ -101,6 +129,24 @@ def call_before(code: bytes) -> bool:
         if (modrm & 0x38) == 0x10 and (modrm >> 6) == 2 and (modrm & 7) == 4:  # [sib+disp32]
             return True
     return False
+
+
+_X86_PF, _X86_GP, _X86_UD, _X86_DE = 14, 13, 6, 0
+
+
+def trap_siginfo(trapno: int, err: int, cr2: int) -> SigInfo | None:
+    """The signal an x86 trap raises: page fault -> SIGSEGV at ``cr2`` (MAPERR, or
+    ACCERR when the page was present), general protection -> SIGSEGV without an
+    address (SI_KERNEL), invalid opcode -> SIGILL, divide error -> SIGFPE."""
+    if trapno == _X86_PF:
+        return SigInfo(signo=11, errno=0, code=2 if err & 1 else 1, addr=cr2)
+    if trapno == _X86_GP:
+        return SigInfo(signo=11, errno=0, code=0x80, addr=None)
+    if trapno == _X86_UD:
+        return SigInfo(signo=4, errno=0, code=1, addr=None)
+    if trapno == _X86_DE:
+        return SigInfo(signo=8, errno=0, code=1, addr=None)
+    return None
 
 
 class StackWalker:
@@ -165,10 +211,21 @@ class StackWalker:
         if self.cfi is None:
             return self._walk_fp_scan(regs, frames, deadline)
         state = UnwindState(regs["rip"], {n: regs[name] for n, name in DWARF_REGS.items()})
+        caught: CaughtSignal | None = None
         while len(frames) < self.max_frames:
             if deadline is not None and deadline.expired:
                 return WalkResult(frames, ["parse timeout during CFI unwinding: stack cut short"])
-            got = self.cfi(state.pc if len(frames) == 1 else state.pc - 1)
+            if frames[-1].is_return and self.code(state.pc, len(SIGRETURN_CODE)) == SIGRETURN_CODE:
+                interrupted = self._signal_context(state.regs[7])
+                if interrupted is None:
+                    break
+                if caught is None:
+                    caught = self._caught(state.regs[7], interrupted)
+                frames[-1] = RawFrame(frames[-1].pc, frames[-1].trust, sigreturn=True)
+                frames.append(RawFrame(interrupted.pc, "signal"))
+                state = interrupted
+                continue
+            got = self.cfi(state.pc - 1 if frames[-1].is_return else state.pc)
             nxt = step(got[0], got[1], state, self._read_u64) if got is not None else None
             if nxt is None and len(frames) == 1:
                 # A call to NULL or into unmapped memory has only pushed its return address:
@@ -181,7 +238,7 @@ class StackWalker:
             if nxt is None:
                 break
             if nxt.pc == 0:  # the CFI says "outermost frame" (_start, clone3): the stack ends here
-                return WalkResult(frames, [])
+                return WalkResult(frames, [], caught)
             if nxt.regs[7] <= state.regs[7] or not self._is_executable(nxt.pc):
                 break
             frames.append(RawFrame(nxt.pc, "cfi"))
@@ -189,12 +246,37 @@ class StackWalker:
         if len(frames) == 1:
             return self._walk_fp_scan(regs, frames, deadline)
         if len(frames) >= self.max_frames:
-            return WalkResult(frames, [f"stack cut at {self.max_frames} frames"])
+            return WalkResult(frames, [f"stack cut at {self.max_frames} frames"], caught)
         rest = self._walk_fp_scan({"rip": state.pc, "rsp": state.regs[7], "rbp": state.regs.get(6, 0)}, [], deadline)
         if len(rest.frames) <= 1:
-            return WalkResult(frames, [])
+            return WalkResult(frames, [], caught)
         notes = [f"CFI unwinding stopped after {len(frames)} frames; {len(rest.frames) - 1} more by frame pointers or scanning"]
-        return WalkResult((frames + rest.frames[1:])[: self.max_frames], notes + rest.notes)
+        return WalkResult((frames + rest.frames[1:])[: self.max_frames], notes + rest.notes, caught)
+
+    def _signal_context(self, sp: int) -> UnwindState | None:
+        """Registers a signal interrupted, from the kernel's ``rt_sigframe`` at ``sp``."""
+        raw = self.core.read(sp + _UC_GREGS, 17 * 8)
+        if raw is None:
+            return None
+        gregs = struct.unpack("<17Q", raw)
+        regs = {dwarf: gregs[i] for i, dwarf in enumerate(_GREGS_DWARF)}
+        return UnwindState(gregs[16], regs)
+
+    def _caught(self, sp: int, interrupted: UnwindState) -> CaughtSignal:
+        """What the handler caught: from the CPU trap the kernel saved (``trapno``,
+        ``err``, ``cr2`` in ``uc_mcontext``, always there), else the ``siginfo``
+        the kernel copies only for ``SA_SIGINFO`` handlers."""
+        names = {name: interrupted.regs.get(n, 0) for n, name in DWARF_REGS.items()}
+        regs = {**names, "rip": interrupted.pc}
+        tail = self.core.read(sp + _UC_GREGS + 19 * 8, 4 * 8)
+        if tail is not None:
+            err, trapno, _oldmask, cr2 = struct.unpack("<4Q", tail)
+            info = trap_siginfo(trapno, err, cr2)
+            if info is not None:
+                return CaughtSignal(regs, info)
+        raw = self.core.read(sp + _UC_SIZE, 128)
+        info = decode_siginfo(raw) if raw is not None else None
+        return CaughtSignal(regs, info if info is not None and 1 <= info.signo <= 64 else None)
 
     def _walk_fp_scan(self, regs: dict[str, int], frames: list[RawFrame], deadline: Deadline | None) -> WalkResult:
         notes: list[str] = []
@@ -271,4 +353,4 @@ class StackWalker:
         return head is not None and any(head.startswith(p) for p in _FP_PROLOGUES)
 
 
-__all__ = ["CfiLookup", "CodeReader", "FunctionStart", "RawFrame", "StackWalker", "WalkResult", "call_before"]
+__all__ = ["SIGRETURN_CODE", "CaughtSignal", "CfiLookup", "trap_siginfo", "CodeReader", "FunctionStart", "RawFrame", "StackWalker", "WalkResult", "call_before"]

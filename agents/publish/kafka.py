@@ -96,6 +96,8 @@ class KafkaPublisher:
         self.options = options
         self.metrics = AgentMetrics.of(registry)
         self.spool = Spool(spool_dir, max_bytes=spool_max_bytes, fsync=fsync, registry=registry)
+        for topic in self.topics.values():  # series exist at 0 before the first delivery
+            self.metrics.published.labels(topic=topic)
         self._factory: Callable[[], Any] | None
         if producer is None:
             self._factory, self._producer = self._kafka_producer, None

@@ -51,8 +51,10 @@ class CoreDirSource:
         are temp files of systemd-coredump and are never taken).
     :param max_per_poll: cores analyzed per poll at most.
     :param delete_after: remove a core once its event is built (disk-tight hosts).
+    :param tmp_dir: where compressed cores are decompressed (bounded by
+        ``max_core_gib``; default ``$TMPDIR``): put it on a disk with room.
     :param analyzer: a shared :class:`CoreAnalyzer` (tests, the agent); built from
-        ``rules_dir``/``max_core_gib``/``timeout_s``/``pyspy`` otherwise.
+        ``rules_dir``/``max_core_gib``/``timeout_s``/``pyspy``/``tmp_dir`` otherwise.
     :param registry: prometheus registry for ``fleetepi_agent_cores_total``.
     """
 
@@ -70,6 +72,7 @@ class CoreDirSource:
         max_core_gib: float = 32.0,
         timeout_s: float = 10.0,
         pyspy: bool = True,
+        tmp_dir: str | None = None,
         analyzer: CoreAnalyzer | None = None,
         registry: Any = None,
     ) -> None:
@@ -87,6 +90,7 @@ class CoreDirSource:
             load_rules(rules_dir),
             CoreLimits(max_core_bytes=int(max_core_gib * GiB), parse_timeout_s=timeout_s),
             use_pyspy=pyspy,
+            tmp_dir=tmp_dir,
         )
         self._own_analyzer = analyzer is None
         self._last: dict[str, tuple[int, int]] = {}

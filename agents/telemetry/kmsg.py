@@ -30,7 +30,7 @@ from agents.exceptions import SourceUnavailable
 from agents.sources.registry import register
 from agents.telemetry.dedup import Deduplicator
 from agents.telemetry.logparse import KernelLogParser, Parsed, Rejected
-from agents.telemetry.rules import load_rules
+from agents.telemetry.rules import load_rules, reasons
 from agents.telemetry.xid import RULES_DIR, load_catalog
 from fleetepi.contract import Telemetry, ts_from_ms
 
@@ -57,6 +57,12 @@ class _Splitter:
         parts = (self._tail + data).split(b"\n")
         self._tail = parts.pop()
         self._ready.extend(parts)
+
+    def end(self) -> None:
+        """The writer is gone (rotation, exit): an unterminated last line is still a line."""
+        if self._tail:
+            self._ready.append(self._tail)
+            self._tail = b""
 
     def take(self, n: int) -> list[str]:
         out, self._ready = self._ready[:n], self._ready[n:]
@@ -129,19 +135,22 @@ class JournalReader:
         assert self._proc.stdout is not None
         os.set_blocking(self._proc.stdout.fileno(), False)
         self._split = _Splitter()
+        self._exited: str | None = None
 
     def read_lines(self, max_lines: int) -> list[str]:
         assert self._proc.stdout is not None
-        while self._split.pending < max_lines:
+        if self._exited is not None and not self._split.pending:
+            raise SourceUnavailable(self._exited)
+        while self._exited is None and self._split.pending < max_lines:
             try:
                 data = os.read(self._proc.stdout.fileno(), READ_CHUNK)
             except BlockingIOError:
                 break
             if not data:
-                rc = self._proc.poll()
-                if rc is not None:
-                    err = self._proc.stderr.read().decode(errors="replace").strip() if self._proc.stderr else ""
-                    raise SourceUnavailable(f"{' '.join(self.command)} exited with status {rc}: {err[:200]}")
+                rc = self._proc.wait(timeout=5)
+                err = self._proc.stderr.read().decode(errors="replace").strip() if self._proc.stderr else ""
+                self._exited = f"{' '.join(self.command)} exited with status {rc}: {err[:200]}"
+                self._split.end()  # hand out what it wrote before it went
                 break
             self._split.feed(data)
         return self._split.take(max_lines)
@@ -200,6 +209,7 @@ class FileReader:
                 self._split.feed(data)
                 continue
             if self._rotated() and self._open(True):
+                self._split.end()
                 continue
             break
         return self._split.take(max_lines)
@@ -252,6 +262,10 @@ class KernelLogSource:
                 out.append(first)
         out.extend(self.dedup.flush(now_ms))
         return out
+
+    def known_outcomes(self) -> list[str]:
+        """Every outcome a line can have, so their counters exist at 0 before the first line."""
+        return ["event", *sorted(reasons(self.parser.rules))]
 
     def drain(self, now_ms: int) -> list[Telemetry]:
         """Counted repeats still open (called at shutdown and by ``--once``)."""

@@ -236,8 +236,9 @@ def render(
     specs = [panel(k) for k in panels]
     cells = _layout(specs)
     nrows = max(r for r, _c, _n in cells) + 1
-    heights = [0.8 if specs[i].kind == "table" else 1.0 for i in (
-        next(j for j, c in enumerate(cells) if c[0] == r) for r in range(nrows))]
+    # A table row needs less height than a plot row.
+    row_kind = {r: specs[i].kind for i, (r, _c, _n) in enumerate(cells)}
+    heights = [0.6 if row_kind[r] == "table" else 1.0 for r in range(nrows)]
     fig = plt.figure(figsize=(16, 4.6 * sum(heights) + 0.6), layout="constrained")
     grid = fig.add_gridspec(nrows, 2, height_ratios=heights)
     counts: dict[str, int] = {}

@@ -78,7 +78,7 @@ class FleetSize:
             return self._cached[1]
         try:
             size = hosts_gauge(self._fetch(self._url))
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:
             log.warning("fleet size: cannot scrape %s (%s); using %s", self._url, exc, self._static)
             return self._static
         self._cached = (now, size)
@@ -116,10 +116,16 @@ class CircuitBreaker:
         return self.open_reason is not None
 
     def in_window(self) -> int:
+        # _recent is in admission order (a host is added once per window), so
+        # expiry pops from the front: amortized O(1), not a scan per decision.
         cutoff = self.clock() - self.cfg.window_s
-        for host in [h for h, t in self._recent.items() if t < cutoff]:
-            del self._recent[host]
-        return len(self._recent)
+        recent = self._recent
+        while recent:
+            host = next(iter(recent))
+            if recent[host] >= cutoff:
+                break
+            del recent[host]
+        return len(recent)
 
     def limit(self, fleet_size: int | None) -> tuple[int, str] | None:
         """Hosts allowed per window and why, or None if the fleet size is unknown."""

@@ -187,11 +187,13 @@ class HourlySeries:
     """Hourly count series, built in the same pass as the detectors run.
 
     Series keys: ``sig|<signature>`` (crashes), ``xid|<code>|<rack>`` (Xid
-    events per rack), ``<kind>|<host>`` (error counts of ecc_corrected,
-    ecc_uncorrected, nvlink, pcie per host). Thermal readings are not counts.
+    events per rack), ``<kind>|<host>`` (ECC error counts per host). Thermal
+    readings are not counts; NVLink and PCIe counters are left out (no
+    outbreak lives there, and their multi-error events would only add false
+    alarms to the baselines' side).
     """
 
-    COUNTED = ("ecc_corrected", "ecc_uncorrected", "nvlink", "pcie")
+    COUNTED = ("ecc_corrected", "ecc_uncorrected")
 
     def __init__(self, start_ms: int, end_ms: int) -> None:
         self.start_ms = start_ms

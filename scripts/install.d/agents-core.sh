@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # What tests/agents_core needs beyond install-services.sh's gcc and gdb:
-# binutils' strip (stripped test builds; normally pulled in by gcc) and
+# g++ (a C++ program with an uncaught exception), binutils' strip (stripped
+# test builds; normally pulled in by gcc) and
 # py-spy (Python frames from cores; a pip package of the agent extra, so the
 # venv already has it -- this only reports). Idempotent.
 set -euo pipefail
-if ! command -v strip >/dev/null; then
-  echo "install.d/agents-core: apt-get install binutils"
+need=()
+command -v strip >/dev/null || need+=(binutils)
+command -v g++ >/dev/null || need+=(g++)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install.d/agents-core: apt-get install ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends binutils >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 if [ ! -x .venv/bin/py-spy ] && ! command -v py-spy >/dev/null; then
   echo "install.d/agents-core: py-spy missing (pip install -e '.[agent]'); Python-frame tests will skip"

@@ -96,6 +96,18 @@ class TestRegistry:
             raise
         assert cls.kind == "coredir"
 
+    def test_agent_builds_a_coredir_source_from_config(self, tmp_path, registry):
+        try:
+            reg.lookup("coredir")
+        except AgentConfigError:
+            pytest.skip("agents/sources/coredir.py is not importable yet")
+        cfg = parse_config({"sources": [{"kind": "coredir", "directory": str(tmp_path), "interval_s": 5}]}, host="h")
+        agent = Agent(cfg, JsonlPublisher(tmp_path / "o.jsonl"), registry=registry)
+        (slot,) = agent.slots
+        assert slot.source is not None and slot.source.kind == "coredir" and slot.interval_ms == 5000
+        assert registry.get_sample_value("fleetepi_agent_source_up", {"source": "coredir"}) == 1
+        agent.close()
+
     def test_third_party_registration(self):
         @reg.register("test-dummy")
         class Dummy:
@@ -132,6 +144,7 @@ class TestAgent:
         assert registry.get_sample_value("fleetepi_agent_source_up", {"source": "logfile"}) == 1
         assert registry.get_sample_value("fleetepi_agent_log_lines_total", {"outcome": "event"}) == 5
         assert registry.get_sample_value("fleetepi_agent_log_lines_total", {"outcome": "nvrm_info"}) == 1
+        assert registry.get_sample_value("fleetepi_agent_log_lines_total", {"outcome": "sxid_detail"}) == 0  # exists at 0
         evs = [decode_event(l) for l in out.read_bytes().splitlines()]
         for e in evs:
             validate(e)

@@ -63,6 +63,12 @@ def flush_until_empty(pub: KafkaPublisher, timeout_s: float = 60.0) -> None:
     assert pub.spool.pending == 0, "spool did not drain into the broker"
 
 
+def publish_and_drain(pub: KafkaPublisher, events: list) -> None:
+    for e in events:
+        pub.publish(e)
+    flush_until_empty(pub)
+
+
 def dead_address() -> str:
     from stream.devbroker import free_port
 
@@ -90,9 +96,7 @@ def test_agent_restart_resends_the_spool_in_order(kafka_broker, tmp_path):
     assert back.spool.pending == 40
     flush_until_empty(back)
     more = make_events(5, start=40)
-    for e in more:
-        back.publish(e)
-    flush_until_empty(back)
+    publish_and_drain(back, more)  # and it goes on as usual
     back.close()
     for topic, want in split(evs + more, t).items():
         assert consume(kafka_broker, topic, len(want)) == want  # nothing lost, same order
@@ -119,9 +123,7 @@ def test_broker_down_then_started_gets_everything(tmp_path):
         create_topics(info.bootstrap, list(t.values()))
         flush_until_empty(pub)
         second = make_events(15, start=25)
-        for e in second:
-            pub.publish(e)
-        flush_until_empty(pub)
+        publish_and_drain(pub, second)
         pub.close()
         for topic, want in split(first + second, t).items():
             assert consume(info.bootstrap, topic, len(want)) == want

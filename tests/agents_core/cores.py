@@ -48,7 +48,12 @@ def compile_program(variant: Variant, out_dir: Path, name: str = "crashy") -> Pa
 
 
 def _unlimited_core() -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    """Raise RLIMIT_CORE as far as allowed (a container may cap the hard limit; then gdb makes the core)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+    except (ValueError, OSError):
+        pass
 
 
 def make_core(cmd: list[str], workdir: Path, timeout_s: float = 120) -> Path:
@@ -77,6 +82,7 @@ def _core_under_gdb(cmd: list[str], workdir: Path, timeout_s: float) -> Path:
     gdb = shutil.which("gdb")
     if gdb is None:
         raise RuntimeError("the kernel wrote no core (core_pattern is a pipe?) and gdb is not installed")
+    workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "core.gdb"
     subprocess.run(
         [gdb, "-batch", "-nx", "-ex", "set pagination off", "-ex", "run", "-ex", f"generate-core-file {out}",

@@ -86,3 +86,16 @@ def test_two_instances_share_one_counter(analyzer, tmp_path):  # type: ignore[no
 def test_missing_directory_is_unavailable(tmp_path):  # type: ignore[no-untyped-def]
     with pytest.raises(SourceUnavailable):
         CoreDirSource(host="h", directory=str(tmp_path / "nope"))
+
+
+def test_built_by_the_agents_source_registry(tmp_path):  # type: ignore[no-untyped-def]
+    """One config entry, one instance: the agent builds coredir by name, with host and registry injected."""
+    from agents.sources import registry as sources
+
+    prom = CollectorRegistry()
+    src = sources.create("coredir", {"directory": str(tmp_path), "max_per_poll": 1}, host="node-9", registry=prom)
+    try:
+        assert isinstance(src, CoreDirSource) and src.host == "node-9"
+        assert prom.get_sample_value("fleetepi_agent_cores_total", {"outcome": "ok"}) == 0.0
+    finally:
+        src.close()

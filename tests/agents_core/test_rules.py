@@ -104,6 +104,11 @@ class TestDropInterpreterFrames:
 
 
 class TestTakeTopFramesAndFallback:
+    def test_long_names_are_cut_to_the_contract_bound(self) -> None:
+        frames = [native("app", "f" * 5000 + str(i)) for i in range(3)]
+        pys = [py("train.py", "g" * 5000) for _ in range(3)]
+        assert len(generate(SignatureInput(frames, pys), RULES).signature) == 1024
+
     def test_only_n_native_frames(self) -> None:
         frames = [native("app", f"f{i}") for i in range(6)]
         assert generate(SignatureInput(frames, []), RULES).signature == "app!f0 | app!f1 | app!f2"

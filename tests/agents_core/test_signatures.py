@@ -27,6 +27,9 @@ EXPECTED = [
     ("assert", "crashy!assert_leaf | crashy!assert_top | crashy!main"),
     # call through a NULL function pointer: NULL leads, then the caller
     ("null", "NULL | crashy!null_leaf | crashy!null_top"),
+    # a crash handler that aborts: unwound through the kernel's signal frame
+    # to the faulting function (__restore_rt is machinery and skipped)
+    ("handler", "crashy!on_crash | crashy!segv_leaf | crashy!segv_mid"),
 ]
 
 
@@ -160,3 +163,86 @@ def test_cfi_unwinds_the_whole_stack(analyzer, core_factory, variant):  # type: 
 def test_null_call_resumes_cfi_after_the_pushed_return_address(analyzer, core_factory):  # type: ignore[no-untyped-def]
     report = analyzer.analyze(core_factory("nopie_nofp", "null"), host="h")
     assert report.frame_trust[:3] == ["context", "scan", "cfi"]
+
+
+def test_core_written_by_gdb_at_the_signal_matches_the_kernels(core_tmp, programs, analyzer, core_factory):  # type: ignore[no-untyped-def]
+    """The helper's fallback where core_pattern is a pipe: gdb's generate-core-file at the SIGSEGV."""
+    import shutil
+
+    from agents_core_cores import _core_under_gdb  # type: ignore[import-not-found]
+
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed (scripts/install-services.sh installs it)")
+    gdb_core = _core_under_gdb([str(programs["nopie_nofp"]), "segv"], core_tmp / "gdbcore", 120)
+    by_gdb = analyzer.analyze(gdb_core, host="h").crash
+    by_kernel = analyzer.analyze(core_factory("nopie_nofp", "segv"), host="h").crash
+    assert by_gdb.signature == by_kernel.signature
+    assert by_gdb.signal == "SIGSEGV" and by_gdb.fault_class == "null_page"
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_unwinds_through_the_signal_frame(analyzer, core_factory, variant):  # type: ignore[no-untyped-def]
+    report = analyzer.analyze(core_factory(variant, "handler"), host="h")
+    functions = [f.function for f in report.crash.frames or []]
+    assert "__restore_rt" in functions
+    assert "signal" in report.frame_trust
+    after = report.frame_trust[report.frame_trust.index("signal"):]
+    assert set(after[1:]) == {"cfi"}  # exact all the way down again
+
+
+def test_a_project_rule_skips_its_own_crash_handler(core_factory, tmp_path):  # type: ignore[no-untyped-def]
+    """The rules are data: one line in skip_frames.txt and the handler's crashes
+    group with the plain segfault they report."""
+    from agents.core.rules import DEFAULT_RULES_DIR, load_rules
+    from agents.core.signature import CoreAnalyzer
+
+    for name in ("skip_frames.txt", "interpreter_frames.txt"):
+        (tmp_path / name).write_text((DEFAULT_RULES_DIR / name).read_text())
+    with (tmp_path / "skip_frames.txt").open("a") as fh:
+        fh.write("# our service's crash handler (logs, then abort())\ncrashy!on_crash\n")
+    custom = CoreAnalyzer(rules=load_rules(tmp_path))
+    try:
+        crash = custom.analyze(core_factory("pie_fp_g", "handler"), host="h").crash
+    finally:
+        custom.close()
+    assert crash.signature == "crashy!segv_leaf | crashy!segv_mid | crashy!segv_top"
+
+
+@pytest.mark.parametrize(
+    ("mode", "fault_class", "bitflip"),
+    [
+        # the handler caught a NULL store: shape of the SIGSEGV, not of the abort
+        ("handler", "null_page", False),
+        # the founding case behind a crash handler: the flipped pointer still shows
+        ("handler_flip", "unmapped", True),
+    ],
+)
+def test_shape_of_the_fault_a_handler_caught(analyzer, core_factory, mode, fault_class, bitflip):  # type: ignore[no-untyped-def]
+    crash = analyzer.analyze(core_factory("nopie_nofp", mode), host="h").crash
+    assert crash.signal == "SIGABRT"  # what the process died of
+    assert crash.fault_class == fault_class
+    assert "in_signal_handler" in (crash.shape_flags or [])
+    assert ((crash.bitflip_score or 0) > 0) is bitflip
+    assert any("signal handler caught" in n for n in crash.notes or [])
+
+
+def test_uncaught_cpp_exception_is_demangled_and_skips_terminate(analyzer, core_tmp):  # type: ignore[no-untyped-def]
+    import shutil
+    import subprocess
+
+    from agents_core_cores import PROGRAMS, make_core  # type: ignore[import-not-found]
+
+    from agents.core.demangle import available
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed (scripts/install.d/agents-core.sh installs it)")
+    exe = core_tmp / "cpp" / "thrower"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["g++", "-O2", "-g", "-o", str(exe), str(PROGRAMS / "thrower.cpp")], check=True, capture_output=True)
+    crash = analyzer.analyze(make_core([str(exe)], core_tmp / "cpp" / "run"), host="h").crash
+    if available():
+        assert crash.signature == "thrower!svc::parse_header(int) | thrower!svc::handle_request(int) | thrower!main"
+    else:
+        assert crash.signature == "thrower!_ZN3svc12parse_headerEi | thrower!_ZN3svc14handle_requestEi | thrower!main"
+    # libstdc++ frames were skipped whatever their version suffix
+    assert any(f.module == "libstdc++.so.6" for f in crash.frames or [])

@@ -128,3 +128,38 @@ def test_parse_dump_picks_the_crashing_thread() -> None:
 )
 def test_is_cpython(names: list[str], yes: bool) -> None:
     assert is_cpython(names) is yes
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", "libstdc++.so.6"),  # point releases do not split signatures
+        ("/usr/lib/x86_64-linux-gnu/libc.so.6", "libc.so.6"),
+        ("/opt/train/bin/trainer (deleted)", "trainer"),  # binary replaced while running
+        ("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "ld-linux-x86-64.so.2"),
+        ("/home/u/venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so", "libtorch_cuda.so"),
+    ],
+)
+def test_module_name(path: str, name: str) -> None:
+    from agents.core.mappings import module_name
+
+    assert module_name(path) == name
+
+
+def test_demangle() -> None:
+    from agents.core.demangle import available, demangle
+
+    if not available():
+        pytest.skip("libstdc++ cannot be loaded here")
+    assert demangle("_ZN3svc12parse_headerEi") == "svc::parse_header(int)"
+    assert demangle("_ZSt9terminatev") == "std::terminate()"
+    assert demangle("main") == "main"  # C names pass through
+    assert demangle("_Znot-a-name") == "_Znot-a-name"  # failures keep the input
+
+
+def test_skip_lines_match_mangled_and_demangled_names() -> None:
+    from agents.core.rules import SigFrame, load_rules
+
+    rules = load_rules()
+    frame = SigFrame(module="libstdc++.so.6", function="std::terminate()", raw_function="_ZSt9terminatev")
+    assert rules.skip.matches(frame)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,45 @@ def test_required_panels_are_there() -> None:
 )
 def test_resolve_grafana_variables(expr: str, expected: str) -> None:
     assert resolve(expr, rate_interval="2m", range_="6h") == expected
+
+
+# ---------------------------------------------------------------------- history (event-time metrics)
+def test_history_writes_openmetrics_in_event_time_and_counts_bad_lines(tmp_path: Path) -> None:
+    """A small recording with one garbage line: the run goes on, the line is counted, timestamps are event time."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from fleetepi.contract import Crash, Host, encode
+    from fleetepi.contract.codec import REASONS
+
+    t0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
+    events = [Host(ts=t0, host="gpu-1", attributes={"rack": "r01"}), Host(ts=t0, host="gpu-2", attributes={"rack": "r02"})]
+    events += [Crash(ts=t0 + timedelta(minutes=3 * i), host=f"gpu-{1 + i % 2}", signature="SIGSEGV | f | libx.so",
+                     signal="SIGSEGV") for i in range(20)]
+    lines = [encode(e) for e in events]
+    lines.insert(5, b"{not json")
+    src = tmp_path / "events.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "metrics.om"
+    res = CliRunner().invoke(main, ["dashboard", "history", "-i", str(src), "-o", str(out), "--step", "4m"])
+    assert res.exit_code == 0, res.output
+    assert "22 events" in res.output and "2026-03-02T00:00:00+00:00" in res.output
+
+    families = {f.name: f for f in text_string_to_metric_families(out.read_text())}
+    crashes = [s for s in families["fleetepi_events"].samples if s.labels == {"kind": "crash"}]
+    assert [s.value for s in crashes][-1] == 20
+    assert all(s.timestamp is not None for s in crashes)
+    times = [float(s.timestamp) for s in crashes]
+    assert times == sorted(times) and times[0] == t0.timestamp() + 240
+    assert all(b - a == 240 for a, b in zip(times, times[1:]))
+    invalid = {s.labels["reason"]: s.value for s in families["fleetepi_events_invalid"].samples
+               if s.name.endswith("_total") and float(s.timestamp) == times[-1]}
+    assert set(invalid) == set(REASONS)  # every reason pre-created at 0 (docs/metrics.md)
+    assert invalid["malformed_json"] == 1
+    assert {s.value for s in families["fleetepi_hosts"].samples if float(s.timestamp) == times[-1]} == {2}
+
+
+def test_history_refuses_an_empty_recording(tmp_path: Path) -> None:
+    src = tmp_path / "empty.jsonl"
+    src.write_bytes(b"")
+    res = CliRunner().invoke(main, ["dashboard", "history", "-i", str(src), "-o", str(tmp_path / "m.om")])
+    assert res.exit_code == 1 and "no events" in res.output

@@ -242,6 +242,19 @@ def test_rendered_configs_pass_the_components_own_validation(docs_fixture: str, 
     DetectorConfig.from_mapping(_config(docs, "detectors.yaml") or {})
 
 
+@pytest.mark.parametrize("docs_fixture", ["default_docs", "full_docs"])
+def test_container_args_are_accepted_by_the_cli(docs_fixture: str, request: pytest.FixtureRequest) -> None:
+    """Each container's args (image entrypoint: fleetepi) parse with the real click command."""
+    from deploycheck import parse_command_line
+
+    docs = request.getfixturevalue(docs_fixture)
+    for kind, comp in (("DaemonSet", "agent"), ("Deployment", "worker"), ("Deployment", "hook")):
+        (c,) = one(docs, kind, comp)["spec"]["template"]["spec"]["containers"]
+        args = c["args"]
+        assert args[0] == comp
+        parse_command_line(comp, args[1:])
+
+
 def test_agent_config_paths_are_mounted(full_docs: list[dict[str, Any]]) -> None:
     """Every host path the agent's config names lies under one of the pod's mounts."""
     (c,) = one(full_docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]

@@ -71,3 +71,23 @@ def test_token_never_empty(tmp_path) -> None:
 def test_missing_file_names_it(tmp_path) -> None:
     with pytest.raises(ConfigError, match="nope.yaml"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_cli_refuses_bad_config_before_listening(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from fleetepi.cli import main
+
+    bad = tmp_path / "hook.yaml"
+    bad.write_text("rules: []\ntoken_env: X\nbreaker: {fleet_size: 10}\n")
+    res = CliRunner().invoke(main, ["hook", "--config", str(bad)])
+    assert res.exit_code == 1
+    assert "no rules: the hook would never act" in res.output
+
+
+def test_cli_has_no_token_option() -> None:
+    # The token is read from a file or the environment, never from argv (ps, shell history).
+    from fleetepi.hook.cli import hook_command
+
+    opts = [o for p in hook_command.params for o in p.opts]
+    assert opts == ["--config", "--listen", "--dry-run"]

@@ -255,6 +255,16 @@ def test_memory_survives_a_restart(hook_factory: Callable[..., Hook], tmp_path: 
     assert [c[0] for c in h2.kubectl()][-2:] == ["uncordon", "taint"]
 
 
+def test_restart_keeps_which_alerts_hold_a_host(hook_factory: Callable[..., Hook], tmp_path: Path) -> None:
+    audit = str(tmp_path / "holders-audit.jsonl")
+    h1 = hook_factory(audit_log=audit)
+    h1.post(payload(alert("gpu-013", fingerprint="h1"), alert("gpu-013", fingerprint="h2")))
+    h1.post(payload(alert("gpu-013", status="resolved", fingerprint="h1")))  # gpu-013 still held by h2
+    h2 = hook_factory(audit_log=audit)
+    d = h2.post(payload(alert("gpu-013", status="resolved", fingerprint="h2"))).json()["decisions"][0]
+    assert d["outcome"] == "released"
+
+
 def test_failed_command_is_500_and_retried(hook_factory: Callable[..., Hook], monkeypatch: pytest.MonkeyPatch) -> None:
     h = hook_factory()
     monkeypatch.setenv("FAKE_KUBECTL_RC", "1")

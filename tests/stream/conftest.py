@@ -249,3 +249,32 @@ def embedded_counts(events_file: Path) -> dict[str, dict[str, float]]:
         for line in fh:
             engine.process(decode_event(line))
     return engine.counts()
+
+
+#: Firing times may differ by one evaluation step (each partition has its own event-time clock).
+STEP_MS = int(__import__("detectors").DetectorConfig().step_s * 1000)
+
+
+def firing(alerts: list[Any]) -> dict[str, list[int]]:
+    """Alert key -> sorted distinct firing times (a re-sent alert is the same record again)."""
+    out: dict[str, set[int]] = {}
+    for a in alerts:
+        if a.state == "firing":
+            out.setdefault(a.key, set()).add(a.ts_ms)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _assert_parity(embedded: list[Any], streamed: list[Any]) -> None:
+    want, got = firing(embedded), firing(streamed)
+    assert want, "the recorded stream must make alerts fire, or parity proves nothing"
+    assert set(got) == set(want), f"missing: {sorted(set(want) - set(got))}\nextra: {sorted(set(got) - set(want))}"
+    for key, times in want.items():
+        assert len(got[key]) == len(times), f"{key}: fired {len(got[key])} times, embedded {len(times)}"
+        for t_want, t_got in zip(times, got[key]):
+            assert abs(t_want - t_got) <= STEP_MS, f"{key}: fired at {t_got}, embedded at {t_want}"
+
+
+@pytest.fixture
+def assert_parity() -> Callable[[list[Any], list[Any]], None]:
+    """Same firing alerts (kind and entity), each firing time within one evaluation step."""
+    return _assert_parity

@@ -1,8 +1,10 @@
 /* Crashes on purpose, at known functions, through a few named frames.
- * argv[1] picks the crash: segv, other, abort, assert, null, flip, wait, big.
+ * argv[1] picks the crash: segv, other, abort, assert, null, flip, handler,
+ * handler_flip, wait, big.
  * Every function is noinline and does work after its call, so no build
  * flag turns a frame into a tail call. */
 #include <assert.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,20 @@ NOINL void flip_top(void) {
     sink += good[0];
 }
 
+/* A crash handler that logs and aborts, as many services install: the stack
+ * runs abort <- on_crash <- signal trampoline <- the faulting frames. */
+NOINL void on_crash(int sig) { (void)sig; write(2, "crashed\n", 8); abort(); }
+NOINL void handler_top(void) {
+    signal(SIGSEGV, on_crash);
+    segv_top(NULL);
+    sink++;
+}
+NOINL void handler_flip_top(void) {
+    signal(SIGSEGV, on_crash);
+    flip_top();
+    sink++;
+}
+
 NOINL void wait_top(void) { for (;;) pause(); }
 
 /* Touch about 1 GiB (argv[2] MiB), then crash: the benchmark's big core. */
@@ -57,6 +73,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "assert")) assert_top(argc);
     else if (!strcmp(mode, "null")) null_top(NULL);
     else if (!strcmp(mode, "flip")) flip_top();
+    else if (!strcmp(mode, "handler")) handler_top();
+    else if (!strcmp(mode, "handler_flip")) handler_flip_top();
     else if (!strcmp(mode, "wait")) { puts("waiting"); fflush(stdout); wait_top(); }
     else if (!strcmp(mode, "big")) big_top(argc > 2 ? atol(argv[2]) : 1024);
     fprintf(stderr, "unknown mode %s\n", mode);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Run the agent's NVML sources once against a real GPU and print what they see:
+# the inventory host message (GPU model, driver, VBIOS), ECC / retired pages /
+# row remapping (two polls 2 s apart: deltas need a baseline) and temperature /
+# throttle reasons. Needs Python >= 3.11 with this repo's runtime deps and
+# nvidia-ml-py (pip install nvidia-ml-py); no Kafka, no root.
+#   bash scripts/gpu-check.sh            # uses .venv/bin/python if present
+#   PYTHON=python3 bash scripts/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,temperature.gpu --format=csv || true
+"$PY" - <<'PYEOF'
+import sys, time
+sys.path.insert(0, ".")
+from fleetepi.contract import encode
+from agents.exceptions import SourceUnavailable
+from agents.inventory import InventorySource
+from agents.telemetry.nvml import NvmlSource, start
+
+try:
+    nvml = start(None)
+except SourceUnavailable as exc:
+    print(f"gpu-check: NVML unavailable: {exc}", file=sys.stderr)
+    sys.exit(2)
+host = "gpu-check"
+inv = InventorySource(host, nvml=nvml)
+for ev in inv.poll(int(time.time() * 1000)):
+    print(encode(ev).decode())
+src = NvmlSource(host, nvml=nvml, sample_interval_s=1)
+print(f"gpu-check: {len(src.gpus)} GPU(s): " + ", ".join(f"{g.device} thresholds={g.thresholds}" for g in src.gpus), file=sys.stderr)
+for i in range(2):
+    for ev in src.poll(int(time.time() * 1000)):
+        print(encode(ev).decode())
+    if i == 0:
+        time.sleep(2)
+for g in src.gpus:
+    print(f"gpu-check: {g.device}: unsupported features: {sorted(g.unsupported) or 'none'}; throttle mask 0x{g.throttle:x}", file=sys.stderr)
+src.close()
+print("gpu-check: ok", file=sys.stderr)
+PYEOF

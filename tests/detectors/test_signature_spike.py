@@ -1,0 +1,75 @@
+"""signature_spike: one table of scenarios, a comment per case; then episode rules."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from detectors import DetectorConfig
+from detectors.signature_spike import SignatureSpike
+
+
+def _outbreak(fl: SimpleNamespace, what: str, at: int) -> list:
+    c = fl.crash
+    if what == "none":
+        return []
+    if what == "new_signature":       # 10 crashes of a never-seen signature on 10 hosts in 30 min
+        return [c(at + i * 3 * fl.MIN, f"h{i * 13:04d}", "libunwind!step | libgcc!unwind") for i in range(10)]
+    if what == "job_burst":           # one job dies on 64 hosts within a minute: one incident
+        return [c(at + i * 900, f"h{i:04d}", "libnccl!watchdog", job="train-7") for i in range(64)]
+    if what == "existing_x10":        # the busiest background signature at ~10x for 2 hours
+        return [c(at + i * 6 * fl.MIN, f"h{(i * 7) % 200:04d}", "sig00", job=f"o{i}") for i in range(20)]
+    if what == "one_host_loop":       # one host crash-looping on one signature: host_spike's business
+        return [c(at + i * fl.MIN, "h0042", "sig05") for i in range(30)]
+    raise AssertionError(what)
+
+
+@pytest.mark.parametrize(("what", "fires"), [
+    ("none", False),            # a healthy fleet with a daily cycle: silent
+    ("new_signature", True),    # the founding libunwind race: pages
+    ("job_burst", False),       # 64 crashes, one job: one unit, no page
+    ("existing_x10", True),     # a known signature rising tenfold: pages
+    ("one_host_loop", False),   # one source counts once per window
+])
+def test_signature_spike_table(fl: SimpleNamespace, what: str, fires: bool) -> None:
+    at = fl.T0 + 2 * fl.DAY + 10 * fl.HOUR
+    events = fl.merged(fl.hosts(), fl.background(200, fl.T0, fl.T0 + 3 * fl.DAY), _outbreak(fl, what, at))
+    alerts = fl.firing(fl.run(events, detectors=["signature_spike"]))
+    assert bool(alerts) is fires, [a.summary for a in alerts]
+    if fires:
+        assert len(alerts) == 1                              # one alert per episode, no storm
+        a = alerts[0]
+        assert a.kind == "signature_spike" and a.signature
+        assert a.p_value is not None and a.p_value < DetectorConfig().sig_alpha
+        assert a.observed is not None and a.expected is not None and a.observed > 3 * a.expected
+        assert a.score > 0 and a.window_s and a.summary and a.notes
+        # ts is the time of the event whose arrival made it fire
+        assert any(e.ts == a.ts for e in _outbreak(fl, what, at))
+
+
+def test_nothing_fires_during_warm_up(fl: SimpleNamespace) -> None:
+    at = fl.T0 + 3 * fl.HOUR
+    events = fl.merged(fl.hosts(), _outbreak(fl, "new_signature", at))
+    assert fl.firing(fl.run(events, detectors=["signature_spike"])) == []
+
+
+def test_episode_resolves_and_cooldown_prevents_refiring(fl: SimpleNamespace) -> None:
+    at = fl.T0 + 2 * fl.DAY
+    first = _outbreak(fl, "new_signature", at)
+    again_soon = _outbreak(fl, "new_signature", at + 4 * fl.HOUR)      # within cooldown after resolving
+    much_later = _outbreak(fl, "new_signature", at + 3 * fl.DAY)      # a new episode
+    events = fl.merged(fl.hosts(), fl.heartbeat(fl.T0, at + 5 * fl.DAY), first, again_soon, much_later)
+    alerts = fl.run(events, detectors=["signature_spike"], end_ms=at + 5 * fl.DAY)
+    states = [(a.state, a.ts.timestamp() * 1000 >= at + 3 * fl.DAY) for a in alerts]
+    assert [s for s, _ in states].count("firing") == 2, [(a.state, a.ts) for a in alerts]
+    assert states[0] == ("firing", False) and ("resolved", False) in states
+    assert alerts[-1].state == "resolved"
+    resolved = [a for a in alerts if a.state == "resolved"]
+    assert all(a.p_value is None and a.signature for a in resolved)
+
+
+def test_route_wants_crashes_only(fl: SimpleNamespace) -> None:
+    det = SignatureSpike(DetectorConfig())
+    assert det.route(fl.crash(fl.T0, "h1", "sig")) == "sig"
+    assert det.route(fl.tel(fl.T0, "h1", "xid", 79)) is None

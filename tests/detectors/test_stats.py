@@ -1,0 +1,85 @@
+"""The pure statistics: thresholds, tests, risk ratios, FDR (tables with a comment per case)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy import stats as st
+
+from detectors.stats import (
+    benjamini_hochberg,
+    binom_prefilter,
+    binom_sf,
+    nb_sf,
+    nb_threshold,
+    relative_risk,
+    score_of,
+)
+
+
+@pytest.mark.parametrize(("mu", "size", "alpha"), [
+    (1e-4, 8.0, 1e-7),   # the floor of the grid: a never-seen key
+    (0.3, 8.0, 1e-7),    # a sparse signature over an hour
+    (4.0, 8.0, 1e-3),    # a busy one, lenient alpha
+    (50.0, 8.0, 1e-7),   # a very busy key: overdispersion dominates
+    (50.0, math.inf, 1e-7),  # Poisson fallback
+    (2e6, 8.0, 1e-7),    # beyond the grid: exact fallback
+])
+def test_threshold_is_the_smallest_significant_count(mu: float, size: float, alpha: float) -> None:
+    k = nb_threshold(mu, size, alpha)
+    assert nb_sf(k, mu, size) <= alpha
+    # Rounded up on a 1 % grid: at most one step conservative against the exact mean.
+    assert k - 1 <= 0 or nb_sf(k - 1, mu * 1.011, size) > alpha
+
+
+def test_negative_binomial_is_wider_than_poisson() -> None:
+    # Overdispersed counts: the same count is less surprising under the NB.
+    assert nb_sf(20, 5.0, 8.0) > nb_sf(20, 5.0, math.inf)
+    assert nb_sf(20, 5.0, math.inf) == pytest.approx(st.poisson.sf(19, 5.0))
+
+
+@pytest.mark.parametrize(("k", "n", "p", "expected"), [
+    (0, 10, 0.1, 1.0),          # nothing observed: certain
+    (3, 3, 0.5, 0.125),         # all of three in a half of the fleet
+    (11, 10, 0.5, 0.0),         # impossible count
+    (5, 20, 0.02, float(st.binom.sf(4, 20, 0.02))),  # a rack of 2 % holding 5 of 20 cases
+])
+def test_binomial_upper_tail(k: int, n: int, p: float, expected: float) -> None:
+    assert binom_sf(k, n, p) == pytest.approx(expected)
+
+
+def test_prefilter_never_drops_a_significant_pair() -> None:
+    for n in (5, 20, 100):
+        for p in (0.02, 0.1, 0.5):
+            for k in range(n + 1):
+                if binom_sf(k, n, p) < 1e-5:
+                    assert binom_prefilter(k, n, p, 2.0)
+
+
+@pytest.mark.parametrize(("a", "n1", "c", "n0", "rr"), [
+    (10, 100, 10, 1000, 10.0),   # ten times the risk
+    (5, 50, 5, 50, 1.0),         # no association
+    (6, 20, 0, 180, None),       # every case in the cohort: Haldane-corrected, finite
+])
+def test_relative_risk_and_interval(a: int, n1: int, c: int, n0: int, rr: float | None) -> None:
+    est, lo, hi = relative_risk(a, n1, c, n0)
+    assert lo < est < hi
+    assert math.isfinite(hi)
+    if rr is not None:
+        assert est == pytest.approx(rr)
+
+
+def test_benjamini_hochberg_matches_the_textbook_example() -> None:
+    # Step-up at q=0.05, m=10: p(2)=0.008 <= 0.010 is the last under q*i/m (p(3)=0.039 > 0.015).
+    p = [0.039, 0.001, 0.041, 0.008, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
+    assert benjamini_hochberg(p, 0.05) == [False, True, False, True] + [False] * 6
+    # Step-up, not step-down: a later p under its bar rescues the earlier ones.
+    assert benjamini_hochberg([0.04, 0.045, 0.05], 0.05) == [True, True, True]
+    assert benjamini_hochberg([0.01, 0.02], 0.05) == [True, True]
+    # A larger family (untested pairs count) raises the bar.
+    assert benjamini_hochberg([0.01, 0.02], 0.05, m=100) == [False, False]
+
+
+def test_score_grows_with_evidence() -> None:
+    assert score_of(1e-3) < score_of(1e-9) < score_of(0.0) == 300.0

@@ -1,0 +1,70 @@
+"""telemetry_host and telemetry_cohort: Xid, ECC and thermal, on the crash detectors' engines."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from detectors import DetectorConfig
+from detectors.telemetry_spike import ThermalCrossings, channel_of
+
+
+def _trouble(fl: SimpleNamespace, what: str, at: int) -> list:
+    t = fl.tel
+    if what == "none":
+        return []
+    if what == "xid79_rack":       # Xid 79 on 8 hosts of rack r07 within an hour: its power or PCIe
+        return [t(at + i * 7 * fl.MIN, f"h{140 + i * 2:04d}", "xid", 79) for i in range(8)]
+    if what == "ecc_storm":        # one host's HBM failing: corrected errors every 5 min
+        return [t(at + i * 5 * fl.MIN, "h0033", "ecc_corrected", count=25) for i in range(24)]
+    if what == "app_xid_burst":    # a job burst leaves Xid 43 on 60 rack-packed hosts: application, not hardware
+        return [t(at + i * 500, f"h{i:04d}", "xid", 43) for i in range(60)]
+    if what == "one_big_report":   # a single report of 12 NVLink errors: one incident, not a storm
+        return [t(at, "h0077", "nvlink", count=12)]
+    raise AssertionError(what)
+
+
+@pytest.mark.parametrize(("what", "expected"), [
+    ("none", set()),
+    ("xid79_rack", {("cohort", "xid", 79, "rack", "r07")}),
+    ("ecc_storm", {("host", "ecc_corrected", None, "h0033", None)}),
+    ("app_xid_burst", set()),
+    ("one_big_report", set()),
+])
+def test_telemetry_table(fl: SimpleNamespace, what: str, expected: set[tuple]) -> None:
+    at = fl.T0 + 2 * fl.DAY
+    events = fl.merged(fl.hosts(), fl.telemetry_background(200, fl.T0, at + fl.DAY), _trouble(fl, what, at))
+    alerts = fl.firing(fl.run(events, detectors=["telemetry_host", "telemetry_cohort"]))
+    got = set()
+    for a in alerts:
+        assert a.kind == "telemetry_spike" and a.telemetry_kind and a.p_value is not None
+        if a.host is not None:
+            got.add(("host", a.telemetry_kind, a.code, a.host, None))
+        elif a.attribute is not None:
+            got.add(("cohort", a.telemetry_kind, a.code, a.attribute, a.value))
+            assert a.lower_ci is not None and a.lower_ci > 2
+    # A rack outbreak may also lift the code fleet-wide (a true consequence); nothing else may page.
+    fleetwide = {a.telemetry_kind for a in alerts if a.host is None and a.attribute is None}
+    assert got == expected, [a.summary for a in alerts]
+    assert fleetwide <= ({"xid"} if what == "xid79_rack" else set())
+
+
+@pytest.mark.parametrize(("readings", "crossings"), [
+    ([(0, 70.0), (1, 75.0)], 0),                 # cool: nothing
+    ([(0, 95.0), (1, 96.0), (2, 97.0)], 1),      # hot and staying hot: one crossing
+    ([(0, 95.0), (1, 60.0), (2, 95.0)], 2),      # hot, cool, hot: two
+    ([(0, 95.0), (20, 95.0)], 2),                # hot again after 20 min of quiet: re-armed
+    ([(0, None)], 1),                            # a thermal event without a reading: one
+])
+def test_thermal_crossings(fl: SimpleNamespace, readings: list, crossings: int) -> None:
+    th = ThermalCrossings(threshold_c=90.0, rearm_s=600.0)
+    n = sum(th.crossing(fl.tel(fl.T0 + m * fl.MIN, "h1", "thermal", value=v, device="GPU3"), fl.T0 + m * fl.MIN)
+            for m, v in readings)
+    assert n == crossings
+
+
+def test_channels(fl: SimpleNamespace) -> None:
+    assert channel_of(fl.tel(fl.T0, "h", "xid", 79)) == "xid:79"
+    assert channel_of(fl.tel(fl.T0, "h", "ecc_uncorrected")) == "ecc_uncorrected"
+    assert "xid:43" in DetectorConfig().tel_cohort_skip

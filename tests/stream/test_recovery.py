@@ -1,0 +1,64 @@
+"""RECOVERY and REBALANCE: workers that die or move partitions count exactly what an uninterrupted run counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+
+
+def folded(env: Any, workers: list[Any]) -> int:
+    """Input records folded so far by the given workers (crashes + telemetry stages)."""
+    total = 0
+    for w in workers:
+        st = w.status()
+        if st:
+            total += sum(v for k, v in st["positions"].items() if k.split("/")[0] in ("crashes", "telemetry"))
+    return total
+
+
+def no_storm(alerts: list[Any]) -> None:
+    """At-least-once may re-send an alert, but not flood: at most 2 records per (key, state, ts)."""
+    per = Counter((a.key, a.state, a.ts_ms) for a in alerts)
+    assert max(per.values()) <= 2, per.most_common(3)
+
+
+def test_kill9_and_restart_counts_exactly(stream_env: Any, events_file: Any, embedded_alerts: list[Any],
+                                          embedded_counts: dict[str, dict[str, float]], assert_parity: Any) -> None:
+    env = stream_env
+    env.create_topics(partitions=4)
+    data = env.tmp / "data-shared"
+    first = env.start_worker("first", extra=["--checkpoint-interval", "1", "--batch-max", "500"], data_dir=data)
+    env.wait_for(lambda: first.status() is not None, what="worker up")
+    total = env.publish(events_file)
+    env.wait_for(lambda: folded(env, [first]) >= total * 0.35, what="a third of the stream")
+    first.kill9()
+    second = env.start_worker("second", extra=["--checkpoint-interval", "1"], data_dir=data)
+    env.wait_for(lambda: env.drained([second]), timeout_s=240, what="the restarted worker to drain")
+    alerts = env.alerts()
+    assert_parity(embedded_alerts, alerts)
+    no_storm(alerts)
+    assert second.counts()["detectors"] == embedded_counts
+    assert second.status()["rebuilt_records"] >= 0
+
+
+def test_join_and_leave_mid_stream(stream_env: Any, events_file: Any, embedded_alerts: list[Any],
+                                   embedded_counts: dict[str, dict[str, float]], assert_parity: Any) -> None:
+    env = stream_env
+    env.create_topics(partitions=4)
+    a = env.start_worker("a", extra=["--batch-max", "500"])
+    env.wait_for(lambda: a.status() is not None, what="worker up")
+    total = env.publish(events_file)
+    env.wait_for(lambda: folded(env, [a]) >= total * 0.25, what="a quarter of the stream")
+    b = env.start_worker("b", extra=["--batch-max", "500"])
+    env.wait_for(lambda: b.status() is not None and folded(env, [b]) > 0, what="the second worker to take partitions")
+    a.stop()  # leaves the group: every partition moves to b, whose state is rebuilt from the log
+    env.wait_for(lambda: env.drained([b]), timeout_s=240, what="the remaining worker to drain")
+    alerts = env.alerts()
+    assert_parity(embedded_alerts, alerts)
+    no_storm(alerts)
+    assert b.counts()["detectors"] == embedded_counts
+    assert b.status()["rebuilt_records"] > 0
