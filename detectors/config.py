@@ -72,8 +72,13 @@ class DetectorConfig:
     host_windows_s: tuple[float, ...] = (3600.0, 6 * 3600.0, 24 * 3600.0)
     #: One-sided p-value against the peers' mean under which a host fires.
     host_alpha: float = 1e-7
-    #: Minimum crashes in the window for a host to fire.
+    #: Minimum units (crashes, odd-shape-weighted, plus hardware errors) in the window for a host to fire.
     host_min_crashes: int = 6
+    #: Minimum events (crashes and hardware errors, unweighted) in the longest window.
+    host_min_events: int = 4
+    #: Units one hardware error of the host counts (Xid other than the application ones,
+    #: uncorrectable ECC, NVLink, PCIe).
+    host_hw_weight: float = 1.0
     #: And at least this many times the peers' mean.
     host_min_ratio: float = 5.0
     #: Peer floor: expected crashes per host per hour never taken below this (quiet fleets).
@@ -84,7 +89,7 @@ class DetectorConfig:
     #: never below that own rate: a host that always runs crashier jobs is not news).
     host_own_prior_h: float = 48.0
     #: Crashes flagged as odd shapes (bit flips, non-canonical addresses) count this many units.
-    host_odd_weight: float = 2.0
+    host_odd_weight: float = 3.0
     #: A crash's bitflip_score at or above this makes it an odd shape.
     host_bitflip_min: float = 0.5
     #: A host resolves when its count is no longer significant at this level.
@@ -139,8 +144,11 @@ class DetectorConfig:
     thermal_threshold_c: float = 90.0
     #: A device must read below the threshold, or be quiet this long, before it crosses again.
     thermal_rearm_s: float = 600.0
-    #: Telemetry kinds counted as hardware errors in host_spike's notes.
+    #: Telemetry kinds that count as hardware errors of a host in host_spike.
     hw_error_kinds: tuple[str, ...] = ("xid", "ecc_uncorrected", "nvlink", "pcie")
+    #: Xid codes that are application faults (NVIDIA's Xid catalog), not hardware: a job
+    #: burst leaves them on every host it ran on.
+    app_xid_codes: tuple[int, ...] = (13, 31, 43, 45)
 
     def fingerprint(self) -> str:
         """Short hash of every value: part of each checkpoint's identity."""

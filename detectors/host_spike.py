@@ -8,8 +8,11 @@ shows exactly that: many different signatures, odd shapes, on one host. The
 peers are the fleet and the hosts sharing each attribute value (see
 ``detectors.peers``), so a fleet-wide or rack-wide wave pages nobody here.
 
-Hardware errors of the host (Xid, uncorrectable ECC, NVLink, PCIe) are
-collected as evidence for the alert's notes; ``telemetry_host`` pages on them.
+Hardware errors of the host (hardware Xids, uncorrectable ECC, NVLink,
+PCIe; not the application Xids 13/31/43/45 that job bursts leave) count
+``host_hw_weight`` units each: failing memory shows as SIGBUS crashes *and*
+Xid 48/94 on the same host, and neither alone may be enough within a day.
+``telemetry_host`` pages on a storm of one code.
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ class HostSpike:
         self.core = peer_spike_from_config(c, windows_s=c.host_windows_s, alpha=c.host_alpha,
                                            resolve_alpha=c.host_resolve_alpha, min_count=c.host_min_crashes,
                                            min_ratio=c.host_min_ratio, floor_per_h=c.host_floor_per_h,
-                                           min_events=c.host_min_crashes, make_alert=self._alert)
+                                           min_events=c.host_min_events, make_alert=self._alert)
         self._hw_kinds = frozenset(c.hw_error_kinds)
+        self._app_xids = frozenset(c.app_xid_codes)
         self._bucket_ms = int(c.bucket_s * 1000)
         self._n = self.core.n
         #: host -> hardware errors in the window (evidence only).
@@ -68,7 +72,8 @@ class HostSpike:
     def route(self, event: Crash | Telemetry) -> str | None:
         if type(event) is Crash:
             return event.host
-        if event.kind in self._hw_kinds:  # type: ignore[union-attr]
+        kind = event.kind  # type: ignore[union-attr]
+        if kind in self._hw_kinds and not (kind == "xid" and event.code in self._app_xids):  # type: ignore[union-attr]
             return event.host
         return None
 
@@ -79,11 +84,13 @@ class HostSpike:
             w = self.config.host_odd_weight if odd_shape(event, self.config.host_bitflip_min) else 1.0
             return self.core.observe(event.host, "crash", w, ts_ms, inventory, label=event.signature,
                                      odd=w if w != 1.0 else 0.0)
+        # A hardware error (Xid 48/79/94, uncorrectable ECC, NVLink, PCIe) is evidence
+        # against the host too: it counts ``host_hw_weight`` units, whatever its count field.
         ring = self.hw.get(event.host)
         if ring is None:
             ring = self.hw[event.host] = Ring(self._n)
-        ring.add(ts_ms // self._bucket_ms, float(min(event.n, self.config.tel_max_n)))  # type: ignore[union-attr]
-        return []
+        ring.add(ts_ms // self._bucket_ms, 1.0)
+        return self.core.observe(event.host, "crash", self.config.host_hw_weight, ts_ms, inventory)
 
     def _alert(self, host: str, channel: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
                notes: list[str], evidence: dict[str, Any]) -> Alert:
@@ -94,8 +101,13 @@ class HostSpike:
             n_sigs, odd = int(evidence.get("labels", 0)), evidence.get("odd", 0.0)
             odd_n = odd / self.config.host_odd_weight if self.config.host_odd_weight else 0.0
             sick = n_sigs >= 3 and odd_n >= 2
-            what = "likely silent CPU/memory corruption: drain and test it" if sick else "crashing far above its peers"
-            summary = (f"host {host} {what}: {obs:g} crash units in {w / 60:g} min vs {exp:.2g} per peer, "
+            if sick:
+                what = "likely silent CPU/memory corruption: drain and test it"
+            elif hw >= 2:
+                what = "crashing with hardware errors (failing memory/GPU?): drain and test it"
+            else:
+                what = "crashing far above its peers"
+            summary = (f"host {host} {what}: {obs:g} crash/error units in {w / 60:g} min vs {exp:.2g} expected, "
                        f"{n_sigs} distinct signatures, {odd_n:g} odd-shaped crashes, {hw:g} hardware errors")
             notes = notes + [f"evidence: {n_sigs} distinct signatures in the window; {odd_n:g} crashes with odd "
                              f"shapes (bit flips, non-canonical address, misaligned stack) weighted "

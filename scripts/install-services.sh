@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v prometheus   >/dev/null || need_apt+=(prometheus)
 command -v promtool     >/dev/null || need_apt+=(prometheus)
-command -v alertmanager >/dev/null || need_apt+=(prometheus-alertmanager)
+{ command -v alertmanager || command -v prometheus-alertmanager; } >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v amtool       >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v Rscript      >/dev/null || need_apt+=(r-cran-surveillance)
 Rscript -e 'library(surveillance)' >/dev/null 2>&1 || need_apt+=(r-cran-surveillance)

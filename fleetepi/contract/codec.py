@@ -70,8 +70,17 @@ def _decode(decoder: msgspec.json.Decoder, raw: bytes | str) -> object:
 def decode_event(raw: bytes | str) -> Event:
     """Decode one producer message (host, crash or telemetry).
 
+    The replay's hot path (bench/replay.py): a good message costs one length
+    check and one msgspec call here; anything else takes the full path of
+    ``_decode`` for its reason.
+
     :raises InvalidMessage: with ``reason`` from :data:`REASONS`.
     """
+    if len(raw) <= MAX_MESSAGE_BYTES:
+        try:
+            return _event_decoder.decode(raw)  # type: ignore[no-any-return]
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            pass  # ValidationError is a DecodeError: classified below
     return _decode(_event_decoder, raw)  # type: ignore[return-value]
 
 

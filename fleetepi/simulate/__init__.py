@@ -21,9 +21,8 @@ from fleetepi.simulate.output import read_truth, truth_document, write_jsonl, wr
 from fleetepi.simulate.simulation import Simulation, simulate
 
 __all__ = [
-    "DEFAULT_OUTBREAKS",
-    "TEMPLATES",
     "BaselineError",
+    "DEFAULT_OUTBREAKS",
     "EntityKey",
     "JobBurst",
     "Outbreak",
@@ -31,6 +30,7 @@ __all__ = [
     "SimConfig",
     "Simulation",
     "SimulationConfigError",
+    "TEMPLATES",
     "entity",
     "outbreak_specs",
     "read_truth",

@@ -39,3 +39,11 @@ def test_help_teaches_and_bad_values_are_usage_errors():
     assert r.exit_code == 0 and "Examples:" in r.output and "--outbreaks" in r.output
     r = CliRunner().invoke(main, ["simulate", "-o", "x.jsonl", "--outbreaks", "lots"])
     assert r.exit_code == 2 and "not a number of outbreaks" in r.output
+
+
+def test_public_api_is_exported_and_sorted():
+    import fleetepi.simulate as api
+
+    assert api.__all__ == sorted(api.__all__)
+    assert all(hasattr(api, n) for n in api.__all__)
+    assert {"SimConfig", "simulate", "Simulation", "Outbreak", "write_jsonl", "write_truth"} <= set(api.__all__)
