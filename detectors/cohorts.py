@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from detectors.inventory import Inventory
-from detectors.stats import benjamini_hochberg, binom_prefilter, binom_sf, relative_risk, score_of
-from detectors.windows import HOUR_MS
+from detectors.lifecycle import Lifecycle
+from detectors.stats import benjamini_hochberg, binom_prefilter, binom_sf, relative_risk
 
 Pair = tuple[str, str]
 #: (key, pair, state, ts_ms, p, k, D, n1, N, rr, lo, hi, notes) -> Alert
@@ -82,32 +82,24 @@ class _Key:
         return k
 
 
-class CohortCorrelation:
+class CohortCorrelation(Lifecycle):
     """Per key: distinct affected hosts by attribute value, tested against the fleet's shares."""
 
     def __init__(self, *, bucket_s: float, window_s: float, min_hosts: int, fdr: float, alpha: float,
                  min_rr_lower: float, min_cohort_hosts: int, explain_alpha: float, max_units: int,
                  warmup_s: float, cooldown_s: float, key_ttl_s: float, max_keys: int,
                  make_alert: MakeCohortAlert) -> None:
+        super().__init__(warmup_s=warmup_s, cooldown_s=cooldown_s, key_ttl_s=key_ttl_s, max_keys=max_keys)
         self.bucket_ms = int(bucket_s * 1000)
         self.window_ms = int(window_s * 1000)
         self.window_s = window_s
         self.min_hosts, self.fdr, self.alpha = min_hosts, fdr, alpha
         self.min_rr_lower, self.min_cohort_hosts = min_rr_lower, min_cohort_hosts
         self.explain_alpha, self.max_units = explain_alpha, max_units
-        self.warmup_ms, self.cooldown_ms = int(warmup_s * 1000), int(cooldown_s * 1000)
-        self.ttl_ms, self.max_keys = int(key_ttl_s * 1000), max_keys
         self.make_alert = make_alert
         self.keys: dict[str, _Key] = {}
         #: keys with a firing pair (advance visits only these).
         self.firing: set[str] = set()
-        self.start_ms: int | None = None
-        self.next_sweep_ms = 0
-
-    def start(self, ts_ms: int) -> None:
-        """Where the stream starts for this instance (warm-up and silent-history credit count from it)."""
-        self.start_ms = ts_ms
-        self.next_sweep_ms = ts_ms + HOUR_MS
 
     # ------------------------------------------------------------------ hot path
     def observe(self, key: str, host: str, job: str | None, ts_ms: int, inventory: Inventory) -> list[Any]:
@@ -186,7 +178,7 @@ class CohortCorrelation:
         return rows
 
     def _evaluate(self, key: str, st: _Key, ts_ms: int, inventory: Inventory, out: list[Any]) -> None:
-        if self.start_ms is None or ts_ms < self.start_ms + self.warmup_ms:
+        if not self.warm(ts_ms):
             return
         rows = self._test(st, inventory)
         if not rows:
@@ -307,8 +299,7 @@ class CohortCorrelation:
             st = self.keys[key]
             if st.queue and st.queue[0][0] <= watermark_ms - self.window_ms:
                 self._expire(key, st, watermark_ms, inventory, out)
-        if watermark_ms >= self.next_sweep_ms:
-            self.next_sweep_ms = watermark_ms + max(HOUR_MS, self.ttl_ms // 8)
+        if self.sweep_due(watermark_ms):
             for k in [k for k, s in self.keys.items() if not s.firing and s.last_ms < watermark_ms - self.ttl_ms]:
                 del self.keys[k]
         return out
@@ -321,12 +312,10 @@ class CohortCorrelation:
 
     # ------------------------------------------------------------------ state
     def dump(self) -> dict[str, Any]:
-        return {"start_ms": self.start_ms, "next_sweep_ms": self.next_sweep_ms,
-                "keys": {k: s.dump() for k, s in self.keys.items()}}
+        return {**self.dump_lifecycle(), "keys": {k: s.dump() for k, s in self.keys.items()}}
 
     def load(self, d: dict[str, Any]) -> None:
-        self.start_ms = None if d["start_ms"] is None else int(d["start_ms"])
-        self.next_sweep_ms = int(d["next_sweep_ms"])
+        self.load_lifecycle(d)
         self.keys = {str(k): _Key.load(v) for k, v in d["keys"].items()}
         self.firing = {k for k, s in self.keys.items() if s.firing}
 
@@ -343,4 +332,4 @@ def cohort_correlation_from_config(cfg: Any, make_alert: MakeCohortAlert,
                              key_ttl_s=cfg.key_ttl_s, max_keys=cfg.max_keys, make_alert=make_alert)
 
 
-__all__ = ["CohortCorrelation", "cohort_correlation_from_config", "score_of"]
+__all__ = ["CohortCorrelation", "Pair", "cohort_correlation_from_config"]

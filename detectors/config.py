@@ -78,7 +78,7 @@ class DetectorConfig:
     host_min_events: int = 4
     #: Units one hardware error of the host counts (Xid other than the application ones,
     #: uncorrectable ECC, NVLink, PCIe).
-    host_hw_weight: float = 1.0
+    host_hw_weight: float = 2.0
     #: And at least this many times the peers' mean.
     host_min_ratio: float = 5.0
     #: Peer floor: expected crashes per host per hour never taken below this (quiet fleets).

@@ -11,17 +11,17 @@ the excess, confounded ones reported once with the alias in the notes.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from detectors.cohorts import Pair, cohort_correlation_from_config
 from detectors.config import DetectorConfig
-from detectors.inventory import Inventory, stream_start
+from detectors.common import CoreDetector, cohort_numbers, cohort_summary
+from detectors.inventory import Inventory
 from detectors.signature_spike import _short
-from detectors.stats import score_of
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
 
 
-class HardwareCorrelation:
+class HardwareCorrelation(CoreDetector):
     """Fires once per (signature, attribute, value) episode."""
 
     name: ClassVar[str] = "hardware_correlation"
@@ -36,36 +36,19 @@ class HardwareCorrelation:
         return event.signature if type(event) is Crash else None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        if self.core.start_ms is None:
-            self.core.start(stream_start(inventory, ts_ms))
+        self.begin(inventory, ts_ms)
         return self.core.observe(event.signature, event.host, event.job, ts_ms, inventory)  # type: ignore[union-attr]
 
     def _alert(self, key: str, kv: Pair, state: str, ts_ms: int, p: float | None, k: int, d: int, n1: int,
                n_all: int, rr: float | None, lo: float | None, hi: float | None, notes: list[str]) -> Alert:
         a, v = kv
         if state == "firing":
-            share = n1 / n_all if n_all else 0.0
-            summary = (f"crash lives on {a}={v}: {k} of {d} affected hosts have it vs {share:.0%} of the fleet "
-                       f"(risk x{rr:.1f}, 95% CI {lo:.1f}-{hi:.1f}): {_short(key)}")
+            summary = cohort_summary("crash lives", a, v, k, d, n1, n_all, rr, lo, hi, _short(key))
         else:
             summary = f"crash no longer concentrated on {a}={v}: {_short(key)}"
         return Alert(ts=ts_from_ms(ts_ms), kind="hardware_correlation", state=state,  # type: ignore[arg-type]
-                     signature=key, attribute=a, value=v, score=score_of(p) if p is not None else 0.0,
-                     p_value=p, observed=float(k), expected=round(d * n1 / n_all, 6) if n_all else None,
-                     relative_risk=rr, lower_ci=lo, upper_ci=hi, window_s=self.core.window_s,
-                     summary=summary, notes=notes)
-
-    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
-        return self.core.advance(watermark_ms, inventory)
-
-    def snapshot(self) -> dict[str, Any]:
-        return self.core.dump()
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self.core.load(state)
-
-    def counts(self) -> dict[str, float]:
-        return self.core.counts()
+                     signature=key, attribute=a, value=v, window_s=self.core.window_s, summary=summary,
+                     notes=notes, **cohort_numbers(p, k, d, n1, n_all, rr, lo, hi))
 
 
 __all__ = ["HardwareCorrelation"]

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from detectors.config import DetectorConfig
-from detectors.inventory import Inventory, stream_start
+from detectors.common import CoreDetector
+from detectors.inventory import Inventory
 from detectors.peers import peer_spike_from_config
 from detectors.stats import score_of
 from detectors.windows import Ring
@@ -47,7 +48,7 @@ def odd_shape(crash: Crash, bitflip_min: float) -> bool:
     return crash.fault_class in ODD_FAULT_CLASSES
 
 
-class HostSpike:
+class HostSpike(CoreDetector):
     """Fires once per episode when a host's (odd-weighted) crash count stands out against its peers."""
 
     name: ClassVar[str] = "host_spike"
@@ -78,8 +79,7 @@ class HostSpike:
         return None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        if self.core.start_ms is None:
-            self.core.start(stream_start(inventory, ts_ms))
+        self.begin(inventory, ts_ms)
         if type(event) is Crash:
             w = self.config.host_odd_weight if odd_shape(event, self.config.host_bitflip_min) else 1.0
             return self.core.observe(event.host, "crash", w, ts_ms, inventory, label=event.signature,
@@ -121,7 +121,7 @@ class HostSpike:
                      summary=summary, notes=notes)
 
     def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
-        out = self.core.advance(watermark_ms)
+        out = self.core.advance(watermark_ms, inventory)
         if watermark_ms >= self._next_hw_sweep_ms:  # O(hosts): hourly, not every step
             self._next_hw_sweep_ms = watermark_ms + 3_600_000
             cutoff = watermark_ms // self._bucket_ms - self._n

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from detectors.inventory import Inventory
+from detectors.lifecycle import Lifecycle, window_sizes
 from detectors.stats import nb_sf, nb_threshold
 from detectors.windows import HOUR_MS, Ring
 
@@ -96,7 +97,7 @@ class _Channel:
         return c
 
 
-class PeerSpike:
+class PeerSpike(Lifecycle):
     """Per (host, channel) windowed counts against the peers' mean and the host's own past.
 
     The expected count of a host is the largest of: the fleet's mean per
@@ -115,32 +116,21 @@ class PeerSpike:
                  min_count: float, min_ratio: float, floor_per_h: float, min_peers: int, min_events: int,
                  own_prior_h: float, nb_size: float, warmup_s: float, cooldown_s: float, key_ttl_s: float,
                  max_keys: int, make_alert: MakePeerAlert) -> None:
+        super().__init__(warmup_s=warmup_s, cooldown_s=cooldown_s, key_ttl_s=key_ttl_s, max_keys=max_keys)
         self.bucket_ms = int(bucket_s * 1000)
-        self.sizes = tuple(sorted({max(1, round(w / bucket_s)) for w in windows_s}))
+        self.sizes, self.windows_s = window_sizes(bucket_s, windows_s)
         self.n = self.sizes[-1]
-        self.windows_s = tuple(n * self.bucket_ms / 1000.0 for n in self.sizes)
         self.window_s = self.windows_s[0]
         self.alpha, self.resolve_alpha = alpha, resolve_alpha
         self.min_count, self.min_ratio = min_count, min_ratio
         self.floors = tuple(floor_per_h * w / 3600.0 for w in self.windows_s)
         self.min_peers, self.min_events, self.own_prior_h = min_peers, min_events, own_prior_h
         self.nb_size = nb_size
-        self.warmup_ms, self.cooldown_ms = int(warmup_s * 1000), int(cooldown_s * 1000)
-        self.ttl_ms, self.max_keys = int(key_ttl_s * 1000), max_keys
-        #: Forgetting idle hosts scans them all: do it a few times per TTL only.
-        self.sweep_ms = max(HOUR_MS, self.ttl_ms // 8)
         self.make_alert = make_alert
         self.channels: dict[str, _Channel] = {}
         #: host -> last event time (any channel): the peers' denominator.
         self.active: dict[str, int] = {}
-        self.start_ms: int | None = None
-        self.next_sweep_ms = 0
         self.late = 0
-
-    def start(self, ts_ms: int) -> None:
-        """Where the stream starts for this instance (warm-up and silent-history credit count from it)."""
-        self.start_ms = ts_ms
-        self.next_sweep_ms = ts_ms + self.sweep_ms
 
     # ------------------------------------------------------------------ hot path
     def observe(self, host: str, channel: str, w: float, ts_ms: int, inventory: Inventory,
@@ -215,7 +205,7 @@ class PeerSpike:
     def _maybe_fire(self, host: str, channel: str, ch: _Channel, st: _HostKey, b: int, ts_ms: int,
                     inventory: Inventory, out: list[Any]) -> None:
         st.checked_b = b
-        if self.start_ms is None or ts_ms < self.start_ms + self.warmup_ms or ts_ms < st.quiet_until_ms:
+        if not self.warm(ts_ms) or ts_ms < st.quiet_until_ms:
             return
         if st.events.total < self.min_events:
             return
@@ -309,7 +299,7 @@ class PeerSpike:
             st.labels = {s: v for s, v in st.labels.items() if v > old}
 
     # ------------------------------------------------------------------ time and memory
-    def advance(self, watermark_ms: int) -> list[Any]:
+    def advance(self, watermark_ms: int, inventory: object = None) -> list[Any]:
         out: list[Any] = []
         b = watermark_ms // self.bucket_ms
         for channel in sorted(self.channels):
@@ -320,8 +310,7 @@ class PeerSpike:
                 st = ch.hosts[host]
                 if b > st.rings[0].head:
                     self._host_roll(host, channel, ch, st, b, out)
-        if watermark_ms >= self.next_sweep_ms:
-            self.next_sweep_ms = watermark_ms + self.sweep_ms
+        if self.sweep_due(watermark_ms):
             cutoff = watermark_ms - self.ttl_ms
             for ch in self.channels.values():
                 for h in [h for h, s in ch.hosts.items() if not s.firing and s.last_ms < cutoff]:
@@ -343,12 +332,12 @@ class PeerSpike:
 
     # ------------------------------------------------------------------ state
     def dump(self) -> dict[str, Any]:
-        return {"start_ms": self.start_ms, "next_sweep_ms": self.next_sweep_ms, "late": self.late,
+        return {**self.dump_lifecycle(), "late": self.late,
                 "active": dict(self.active), "channels": {c: ch.dump() for c, ch in self.channels.items()}}
 
     def load(self, d: dict[str, Any]) -> None:
-        self.start_ms = None if d["start_ms"] is None else int(d["start_ms"])
-        self.next_sweep_ms, self.late = int(d["next_sweep_ms"]), int(d["late"])
+        self.load_lifecycle(d)
+        self.late = int(d["late"])
         self.active = {str(h): int(t) for h, t in d["active"].items()}
         self.channels = {str(c): _Channel.load(v) for c, v in d["channels"].items()}
 

@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from detectors.lifecycle import Lifecycle, window_sizes
 from detectors.stats import nb_sf, nb_threshold
 from detectors.windows import HOUR_MS, DailyBaseline, Ring, decay_per_day, window_expectation
 from fleetepi.contract import Alert
@@ -68,7 +69,7 @@ class _Key:
         return k
 
 
-class RateSpike:
+class RateSpike(Lifecycle):
     """Per-key windowed counts against a daily baseline, with hysteresis and cooldown.
 
     Several windows run side by side (``windows_s``, e.g. 1 h and 6 h): the
@@ -85,30 +86,21 @@ class RateSpike:
                  min_units: int, min_ratio: float, nb_size: float, halflife_days: float, hour_prior_h: float,
                  prior_rate_per_h: float, prior_weight_h: float, warmup_s: float, cooldown_s: float,
                  key_ttl_s: float, max_keys: int, make_alert: MakeAlert) -> None:
+        super().__init__(warmup_s=warmup_s, cooldown_s=cooldown_s, key_ttl_s=key_ttl_s, max_keys=max_keys)
         self.bucket_ms = int(bucket_s * 1000)
-        self.sizes = tuple(sorted({max(1, round(w / bucket_s)) for w in windows_s}))
+        self.sizes, self.windows_s = window_sizes(bucket_s, windows_s)
         self.n = self.sizes[-1]
-        self.windows_s = tuple(n * self.bucket_ms / 1000.0 for n in self.sizes)
         self.window_s = self.windows_s[0]
         self.alpha, self.resolve_alpha = alpha, resolve_alpha
         self.min_units, self.min_ratio, self.nb_size = min_units, min_ratio, nb_size
         self.decay = decay_per_day(halflife_days)
         self.hour_w, self.prior_rate, self.prior_w = hour_prior_h, prior_rate_per_h, prior_weight_h
-        self.warmup_ms, self.cooldown_ms = int(warmup_s * 1000), int(cooldown_s * 1000)
-        self.ttl_ms, self.max_keys = int(key_ttl_s * 1000), max_keys
         self.make_alert = make_alert
         self.keys: dict[str, _Key] = {}
         #: keys now firing (advance visits only these).
         self.firing: set[str] = set()
-        self.start_ms: int | None = None
-        self.next_sweep_ms = 0
         #: events refused because their bucket had left the window (late).
         self.late = 0
-
-    def start(self, ts_ms: int) -> None:
-        """Where the stream starts for this instance (warm-up and silent-history credit count from it)."""
-        self.start_ms = ts_ms
-        self.next_sweep_ms = ts_ms + HOUR_MS
 
     # ------------------------------------------------------------------ hot path
     def observe(self, key: str, source: str | None, w: float, ts_ms: int) -> list[Alert]:
@@ -150,7 +142,7 @@ class RateSpike:
 
     # ------------------------------------------------------------------ decisions
     def _maybe_fire(self, key: str, st: _Key, i: int, ts_ms: int, out: list[Alert]) -> None:
-        if self.start_ms is None or ts_ms < self.start_ms + self.warmup_ms or ts_ms < st.quiet_until_ms:
+        if not self.warm(ts_ms) or ts_ms < st.quiet_until_ms:
             return
         obs, mu = st.rings[i].total, st.mu[i]
         p = nb_sf(obs, mu, self.nb_size)
@@ -247,7 +239,7 @@ class RateSpike:
         for k in victims[: max(1, len(self.keys) // 10)]:
             del self.keys[k]
 
-    def advance(self, watermark_ms: int) -> list[Alert]:
+    def advance(self, watermark_ms: int, inventory: object = None) -> list[Alert]:
         """Resolve firing keys whose windows emptied; forget keys idle past the TTL."""
         out: list[Alert] = []
         b = watermark_ms // self.bucket_ms
@@ -255,8 +247,7 @@ class RateSpike:
             st = self.keys[key]
             if b > st.b:
                 self._roll(key, st, b, out)
-        if watermark_ms >= self.next_sweep_ms:
-            self.next_sweep_ms = watermark_ms + max(HOUR_MS, self.ttl_ms // 8)
+        if self.sweep_due(watermark_ms):
             dead = [k for k, s in self.keys.items() if not s.firing and s.last_ms < watermark_ms - self.ttl_ms]
             for k in dead:
                 del self.keys[k]
@@ -264,12 +255,11 @@ class RateSpike:
 
     # ------------------------------------------------------------------ state
     def dump(self) -> dict[str, Any]:
-        return {"start_ms": self.start_ms, "next_sweep_ms": self.next_sweep_ms, "late": self.late,
-                "keys": {k: s.dump() for k, s in self.keys.items()}}
+        return {**self.dump_lifecycle(), "late": self.late, "keys": {k: s.dump() for k, s in self.keys.items()}}
 
     def load(self, d: dict[str, Any]) -> None:
-        self.start_ms = None if d["start_ms"] is None else int(d["start_ms"])
-        self.next_sweep_ms, self.late = int(d["next_sweep_ms"]), int(d["late"])
+        self.load_lifecycle(d)
+        self.late = int(d["late"])
         self.keys = {str(k): _Key.load(v) for k, v in d["keys"].items()}
         self.firing = {k for k, s in self.keys.items() if s.firing}
 

@@ -11,10 +11,11 @@ is a negative binomial (see ``detectors.stats``). All numbers are in
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from detectors.config import DetectorConfig
-from detectors.inventory import Inventory, stream_start
+from detectors.common import CoreDetector
+from detectors.inventory import Inventory
 from detectors.rate import rate_spike_from_config
 from detectors.stats import score_of
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
@@ -24,7 +25,7 @@ def _short(sig: str, n: int = 90) -> str:
     return sig if len(sig) <= n else sig[: n - 1] + "…"
 
 
-class SignatureSpike:
+class SignatureSpike(CoreDetector):
     """Fires once per episode when a signature's windowed units exceed its learned baseline."""
 
     name: ClassVar[str] = "signature_spike"
@@ -43,8 +44,7 @@ class SignatureSpike:
         return event.signature if type(event) is Crash else None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        if self.core.start_ms is None:
-            self.core.start(stream_start(inventory, ts_ms))
+        self.begin(inventory, ts_ms)
         job = event.job  # type: ignore[union-attr]
         source = "j:" + job if job else "h:" + event.host
         return self.core.observe(event.signature, source, 1.0, ts_ms)  # type: ignore[union-attr]
@@ -61,18 +61,6 @@ class SignatureSpike:
                      signature=key, score=score_of(p) if p is not None else 0.0, p_value=p,
                      observed=obs, expected=round(exp, 6), relative_risk=(obs / exp if exp > 0 else None),
                      window_s=w, summary=summary, notes=notes)
-
-    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
-        return self.core.advance(watermark_ms)
-
-    def snapshot(self) -> dict[str, Any]:
-        return self.core.dump()
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self.core.load(state)
-
-    def counts(self) -> dict[str, float]:
-        return self.core.counts()
 
 
 __all__ = ["SignatureSpike"]

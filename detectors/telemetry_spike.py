@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from detectors.cohorts import Pair, cohort_correlation_from_config
+from detectors.common import CoreDetector, cohort_numbers, cohort_summary
 from detectors.config import DetectorConfig
 from detectors.inventory import Inventory, stream_start
 from detectors.peers import peer_spike_from_config
@@ -77,7 +78,7 @@ def telemetry_units(event: Telemetry, ts_ms: int, thermal: ThermalCrossings, max
     return 1.0 if n is None else float(min(n, max_n))
 
 
-class TelemetryHostSpike:
+class TelemetryHostSpike(CoreDetector):
     """One host's errors of one telemetry code against its peers."""
 
     name: ClassVar[str] = "telemetry_host"
@@ -97,8 +98,7 @@ class TelemetryHostSpike:
         return event.host if type(event) is Telemetry else None
 
     def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        if self.core.start_ms is None:
-            self.core.start(stream_start(inventory, ts_ms))
+        self.begin(inventory, ts_ms)
         w = telemetry_units(event, ts_ms, self.thermal, self.config.tel_max_n)  # type: ignore[arg-type]
         if w <= 0:
             # A reading without errors still says the host is alive: the peers' denominator.
@@ -125,7 +125,7 @@ class TelemetryHostSpike:
 
     def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
         self.thermal.expire(watermark_ms)
-        return self.core.advance(watermark_ms)
+        return self.core.advance(watermark_ms, inventory)
 
     def snapshot(self) -> dict[str, Any]:
         return {"core": self.core.dump(), "hot": dict(self.thermal.hot)}
@@ -195,21 +195,18 @@ class TelemetryCohortSpike:
         kind, code = _split(key)
         a, v = kv
         if state == "firing":
-            share = n1 / n_all if n_all else 0.0
-            summary = (f"{key} concentrated on {a}={v}: {k} of {d} affected hosts vs {share:.0%} of the fleet "
-                       f"(risk x{rr:.1f}, 95% CI {lo:.1f}-{hi:.1f}): check power/cooling/firmware of that cohort")
+            summary = cohort_summary(f"{key} concentrated", a, v, k, d, n1, n_all, rr, lo, hi,
+                                     "check power/cooling/firmware of that cohort")
         else:
             summary = f"{key} no longer concentrated on {a}={v}"
         return Alert(ts=ts_from_ms(ts_ms), kind="telemetry_spike", state=state,  # type: ignore[arg-type]
-                     telemetry_kind=kind, code=code, attribute=a, value=v,
-                     score=score_of(p) if p is not None else 0.0, p_value=p, observed=float(k),
-                     expected=round(d * n1 / n_all, 6) if n_all else None, relative_risk=rr, lower_ci=lo,
-                     upper_ci=hi, window_s=self.cohorts.window_s, summary=summary,
-                     notes=["telemetry_cohort: cohort"] + notes)
+                     telemetry_kind=kind, code=code, attribute=a, value=v, window_s=self.cohorts.window_s,
+                     summary=summary, notes=["telemetry_cohort: cohort"] + notes,
+                     **cohort_numbers(p, k, d, n1, n_all, rr, lo, hi))
 
     def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
         self.thermal.expire(watermark_ms)
-        out = self.fleet.advance(watermark_ms)
+        out = self.fleet.advance(watermark_ms, inventory)
         out.extend(self.cohorts.advance(watermark_ms, inventory))
         return out
 

@@ -219,8 +219,9 @@ class Pipeline:
             if not self._dropped:
                 self._observe(event)
             # per event, not per report: a live stream may go idle right after this line
-            m.set_watermark(self.engine.watermark_ms)
-            m.set_hosts(len(self.engine.inventory))
+            wm = self.engine.watermark_ms
+            if wm != m.watermark_ms:
+                m.set_watermark(wm)
         if alerts:
             self._emit(alerts)
         return alerts
@@ -231,7 +232,9 @@ class Pipeline:
         if m is None:
             return
         m.count_event(kind)
-        if kind == "crash":
+        if kind == "host":
+            m.set_hosts(len(self.engine.inventory))
+        elif kind == "crash":
             m.observe_crash(event, event.ts_ms)  # type: ignore[arg-type]
         elif kind == "telemetry":
             ts_ms = event.ts_ms

@@ -138,6 +138,8 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
         raise click.ClickException(str(exc)) from None
     except JsonlFileError as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:  # Ctrl-C: no traceback, no half-written output (it was a .partial)
+        raise click.Abort() from None
     except BrokenPipeError:  # the reader of stdout went away (| head -1): stop quietly, like cat
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         raise SystemExit(0) from None

@@ -137,6 +137,9 @@ class StreamWorker:
                             if settings.checkpoint_interval_s > 0 else None)
         self._last_ckpt: dict[str, float] = {}
         self._key_part: dict[tuple[str, bytes], int] = {}
+        #: (topic, partition) this worker owns now; None before the first assignment.
+        self.assigned: set[tuple[str, int]] | None = None
+        self._warming: Any = None
         self._n_parts: dict[str, int] = {}
         self.stages: Sequence[Stage] = stages(self.names)
         self.hostfeed = HostFeed(settings.bootstrap, self.inventory, self.names.hosts,
@@ -169,6 +172,14 @@ class StreamWorker:
         async def status_view(view: Any, request: Any) -> Any:
             return view.json(self.status())
 
+        async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
+            tps = {(tp.topic, tp.partition) for tp in assigned}
+            self.assigned = tps
+            self._warming = asyncio.ensure_future(self._warm(tps))
+
+        self._on_assigned = on_assigned  # keep a strong reference
+        app.on_partitions_assigned.connect(on_assigned)
+
         app.page("/fleetepi/counts/")(counts_view)
         app.page("/fleetepi/status/")(status_view)
 
@@ -198,6 +209,46 @@ class StreamWorker:
             self.states[key] = st
         return st
 
+    async def _warm(self, assigned: set[tuple[str, int]]) -> None:
+        """Rebuild the state of newly assigned partitions up to the group's committed offsets.
+
+        Lazily, a partition's state is rebuilt when its first record arrives;
+        a partition with nothing new would keep no state at all, and its
+        counts (``/fleetepi/counts/``) would be missing. Only up to the
+        *committed* offset: records after it are delivered to the stage and
+        must be processed live (their alerts may never have been sent).
+        """
+        try:
+            committed = await asyncio.to_thread(self._committed_offsets)
+        except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the lazy path stays exact
+            log.warning("cannot read committed offsets (%s): states are rebuilt on first record", exc)
+            return
+        await self.hostfeed.ready.wait()
+        by_topic = {s.topic: s for s in self.stages}
+        for topic, p in sorted(assigned):
+            stage = by_topic.get(topic)
+            upto = committed.get((topic, p))
+            if stage is None or not upto:
+                continue
+            st = self._state(stage, p)
+            async with st.lock:
+                if (topic, p) not in (self.assigned or ()):
+                    return  # a newer rebalance took over
+                if stage.framed and not st.sources and stage.source_topic:
+                    st.sources = await self._n_partitions(stage.source_topic)
+                if upto > st.next_offset:
+                    self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, upto)
+
+    def _committed_offsets(self) -> dict[tuple[str, int], int]:
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.settings.bootstrap, client_id="fleetepi-warm")
+        try:
+            offsets = admin.list_consumer_group_offsets(self.settings.app_id)
+        finally:
+            admin.close()
+        return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+
     def _on_admission(self, reason: str, event: Any, ts_ms: int) -> None:
         self.pipeline.count_invalid(reason)
 
@@ -215,19 +266,20 @@ class StreamWorker:
         observe_alert = pipeline.observe_alert
         for p, msgs in by_part.items():
             st = self._state(stage, p)
-            if stage.framed and not st.sources and stage.source_topic:
-                st.sources = await self._n_partitions(stage.source_topic)
-            first = msgs[0].offset
-            if first > st.next_offset:
-                self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, first)
-            if stage.framed:
-                alerts = []
-                for m in msgs:
-                    if m.offset >= st.next_offset:  # else already folded (redelivery)
-                        alerts.extend(st.apply_bundle(m.offset, m.value))
-            else:
-                alerts = await self._input_partition(stage, st, p, msgs, pending)
-                pipeline.set_watermark(st.engine.watermark_ms)
+            async with st.lock:
+                if stage.framed and not st.sources and stage.source_topic:
+                    st.sources = await self._n_partitions(stage.source_topic)
+                first = msgs[0].offset
+                if first > st.next_offset:
+                    self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, first)
+                if stage.framed:
+                    alerts = []
+                    for m in msgs:
+                        if m.offset >= st.next_offset:  # else already folded (redelivery)
+                            alerts.extend(st.apply_bundle(m.offset, m.value))
+                else:
+                    alerts = await self._input_partition(stage, st, p, msgs, pending)
+                    pipeline.set_watermark(st.engine.watermark_ms)
             for a in alerts:
                 observe_alert(a)
                 pending.append(await send(alerts_topic, a.key.encode(), encode(a), None, None, None))
@@ -358,20 +410,28 @@ class StreamWorker:
     def counts(self) -> dict[str, Any]:
         """Per-detector, per-key incidence merged over this worker's partitions, plus positions."""
         merged: dict[str, dict[str, float]] = {}
-        for st in list(self.states.values()):
+        for st in self._owned():
             for det, per_key in st.engine.counts().items():
                 into = merged.setdefault(det, {})
                 for k, v in per_key.items():
                     into[k] = into.get(k, 0) + v
-        positions = {f"{name}/{p}": st.next_offset for (name, p), st in sorted(self.states.items())}
-        return {"detectors": merged, "positions": positions}
+        return {"detectors": merged, "positions": self._positions()}
+
+    def _owned(self) -> list[PartitionState]:
+        """States of the partitions assigned to this worker now (others may be stale)."""
+        assigned = self.assigned or set()
+        return [st for st in list(self.states.values()) if (st.stage.topic, st.partition) in assigned]
+
+    def _positions(self) -> dict[str, int]:
+        return {f"{st.stage.name}/{st.partition}": st.next_offset
+                for st in sorted(self._owned(), key=lambda s: (s.stage.name, s.partition))}
 
     def status(self) -> dict[str, Any]:
         return {"worker": self.worker_name, "hosts": len(self.inventory), "inventory_ready": self.hostfeed.ready.is_set(),
                 "events": dict(self.pipeline.events), "invalid": {k: v for k, v in self.pipeline.invalid.items() if v},
                 "deadletters": {f"{t}|{r}": n for (t, r), n in self.metrics.deadletters.items() if n},
                 "alerts": dict(self.pipeline.alerts), "rebuilt_records": self.metrics.rebuilt,
-                "positions": {f"{name}/{p}": st.next_offset for (name, p), st in sorted(self.states.items())}}
+                "positions": self._positions()}
 
 
 __all__ = ["StreamWorker", "WorkerSettings", "bootstrap_of", "faust_settings"]

@@ -24,6 +24,7 @@ the attributes in force for an event do not depend on when they were read.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 from collections.abc import Callable
@@ -87,6 +88,8 @@ class PartitionState:
         self.hosts_cursor = 0
         #: First offset not yet folded in.
         self.next_offset = 0
+        #: Held while folding: the stage's batch and the assignment-time rebuild never interleave.
+        self.lock = asyncio.Lock()
         #: Framed stages: highest source offset folded, per source partition.
         self.seen: dict[int, int] = {}
         #: Framed stages: input partitions feeding this one (0: unknown, release at once).

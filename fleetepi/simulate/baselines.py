@@ -7,7 +7,7 @@
   recent hosts mostly share one small cohort). Each rule fires once and
   re-arms when its count falls to half the threshold.
 * :class:`HourlySeries` + :func:`run_surveillance`: hourly count series per
-  signature and per telemetry code (Xid per rack, error counters per host),
+  signature and per telemetry code (Xid per rack, ECC counters per host),
   scored by the R package ``surveillance`` (``earsC`` C1-C3 and
   ``farringtonFlexible``) in ONE ``Rscript`` call per benchmark; an alarm hour
   becomes an alert at the end of that hour (when the count is known); alarms
@@ -255,7 +255,13 @@ def alarms_to_alerts(alarms: Iterable[tuple[str, int]], start_ms: int, merge_gap
 
 @dataclass(frozen=True)
 class SurveillanceConfig:
-    """Settings of the R baselines (``alpha`` as earsC's default; farrington on days as seasons)."""
+    """Settings of the R baselines.
+
+    ``alpha`` is earsC's C1/C2 default, used for C3 and farrington too (hourly
+    series run 24x the tests of the daily data their defaults were set for);
+    ``min_sigma`` floors earsC's standard deviation (sparse series); farrington
+    uses days as seasons (``frequency`` 24, ``farrington_b`` days back, +-``farrington_w`` hours).
+    """
 
     alpha: float = 0.001
     farrington_b: int = 3

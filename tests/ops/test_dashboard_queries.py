@@ -22,6 +22,7 @@ names (test_dashboard_build checks them against docs/metrics.md).
 from __future__ import annotations
 
 import math
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +80,6 @@ def history_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HistoryPr
     assert om.read_bytes().rstrip().endswith(b"# EOF")
     prom_dir = work / "prometheus"
     (prom_dir / "data").mkdir(parents=True)
-    import subprocess
-
     proc = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(om), str(prom_dir / "data")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

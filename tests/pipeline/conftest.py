@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -62,3 +64,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def spawn(*args: str, **popen: object) -> Iterator[subprocess.Popen]:
+    """``fleetepi ARGS`` as a real process, killed if the test leaves it running."""
+    proc = subprocess.Popen([FLEETEPI, *args], **popen)  # type: ignore[call-overload]
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fleetepi.demo import demo_command, paced, parse_speed
 from fleetepi.simulate import SimConfig, simulate
 
-from .conftest import FLEETEPI
+from .conftest import spawn
 
 PIPELINE_SERIES = {
     "fleetepi_events", "fleetepi_events_invalid", "fleetepi_alerts", "fleetepi_alerts_resolved",
@@ -25,9 +25,8 @@ PIPELINE_SERIES = {
 
 
 def test_demo_serves_metrics_until_interrupted(free_port: int) -> None:
-    proc = subprocess.Popen([FLEETEPI, "demo", "--hosts", "100", "--days", "1", "--speed", "max",
-                             "--port", str(free_port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with spawn("demo", "--hosts", "100", "--days", "1", "--speed", "max", "--port", str(free_port),
+               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         output = []
         deadline = time.monotonic() + 120
         assert proc.stdout is not None
@@ -52,10 +51,6 @@ def test_demo_serves_metrics_until_interrupted(free_port: int) -> None:
         assert len(families["fleetepi_host_crashes"].samples) <= 20
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_demo_exit_flag_and_plain_alert_lines(free_port: int) -> None:

@@ -6,6 +6,7 @@ When a detector change is meant to change alerts, regenerate with
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from fleetepi.contract import Alert, decode_alert
@@ -31,7 +32,11 @@ def test_replay_matches_golden_alerts(tmp_path) -> None:
     assert result.exit_code == 0, result.stderr
     got, want = _read(out), _read(DATA / "recorded.alerts.jsonl")
     assert want, "the golden file has no alerts: " + REGENERATE
-    assert got == want, REGENERATE
+    if got != want:
+        missing = [w for w in want if w not in got]
+        extra = [g for g in got if g not in want]
+        pytest.fail(f"alerts differ from the golden file ({len(got)} vs {len(want)}); "
+                    f"missing {missing[:5]}, unexpected {extra[:5]}; {REGENERATE}")
     # the three bad lines mixed into the recording are counted, not fatal
     for reason in ("malformed_json", "unknown_schema", "unknown_host"):
         assert f"invalid: {reason}" in result.stderr

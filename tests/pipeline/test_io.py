@@ -14,7 +14,7 @@ from fleetepi.contract import SCHEMA_DIR, decode_alert
 from fleetepi.jsonl import open_input
 from fleetepi.replay import replay_command
 
-from .conftest import FLEETEPI, DATA, crash_line, host_line
+from .conftest import DATA, FLEETEPI, crash_line, host_line, spawn
 
 ALERT_SCHEMA = json.loads((SCHEMA_DIR / "alert.schema.json").read_text())
 LINES = [host_line("h1", 0), crash_line("h1", 1), b"{broken", crash_line("h1", 2)]
@@ -73,9 +73,8 @@ def test_metrics_port_serves_while_replaying_from_stdin(free_port: int) -> None:
 
     import httpx
 
-    proc = subprocess.Popen([FLEETEPI, "replay", "-i", "-", "-o", "-", "--metrics-port", str(free_port)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with spawn("replay", "-i", "-", "-o", "-", "--metrics-port", str(free_port),
+               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         assert proc.stdin is not None
         proc.stdin.write(host_line("h1", 0) + b"\n" + crash_line("h1", 1) + b"\n" + b"{bad\n")
         proc.stdin.flush()
@@ -98,10 +97,6 @@ def test_metrics_port_serves_while_replaying_from_stdin(free_port: int) -> None:
         assert "fleetepi_hosts 1.0" in body
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_truncated_gzip_keeps_what_was_read_and_fails_clearly(tmp_path) -> None:
