@@ -8,8 +8,7 @@ Rscript call, score every method with the same rules
 (``fleetepi.simulate.scoring``), print a table and write
 ``docs/bench/detection.md``.
 
-    .venv/bin/python bench/detection.py            # 2 seeds x 2,000 hosts x 14 days (~3 min)
-    .venv/bin/python bench/detection.py --seeds 1,2,3   # the run recorded in docs/bench/detection.md
+    .venv/bin/python bench/detection.py            # 3 seeds x 2,000 hosts x 14 days (~2.5 min on 2 idle cores)
     .venv/bin/python bench/detection.py --quick    # 1 seed x 500 hosts x 7 days
     .venv/bin/python bench/detection.py --seeds 4,5 --hosts 1000 --days 10 --no-write
 
@@ -191,7 +190,7 @@ def markdown(rows: list[dict[str, Any]], outcome_rows: list[list[str]], meta: di
              f"match and its `ts` is within [start, end + {meta['grace_h']:g} h]; alerts on true consequences "
              "of an outbreak (listed in the truth as `related`) are neither detections nor false; every other "
              "firing alert is false. Recall counts only the kinds a method can produce (n/a: not covered); "
-             "the R baselines see hourly series per signature, per Xid code and rack, and per error counter "
+             "the R baselines see hourly series per signature, per Xid code and rack, and per ECC counter "
              "and host, so they cover signature_spike and telemetry_spike only.", "",
              "| method | recall | " + " | ".join(f"{SHORT[k]} found" for k in KINDS)
              + " | precision | false /1k host-day | false sig/host/hw/tel | of which job bursts | median delay "
@@ -251,7 +250,7 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", default="1,2", help="comma-separated seeds (default 1,2)")
+    ap.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
     ap.add_argument("--hosts", type=int, default=2000)
     ap.add_argument("--days", type=float, default=14.0)
     ap.add_argument("--quick", action="store_true", help="1 seed, 500 hosts, 7 days")

@@ -150,6 +150,28 @@ class DetectorConfig:
     #: burst leaves them on every host it ran on.
     app_xid_codes: tuple[int, ...] = (13, 31, 43, 45)
 
+    def __post_init__(self) -> None:
+        """Validate at start-up (never in the loop); YAML lists become tuples."""
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, list):
+                object.__setattr__(self, f.name, tuple(v))
+        for name in ("bucket_s", "step_s", "warmup_s", "key_ttl_s", "cooldown_s", "corr_window_s",
+                     "tel_corr_window_s", "baseline_halflife_days"):
+            if getattr(self, name) < 0 or (name in ("bucket_s", "step_s", "corr_window_s", "tel_corr_window_s")
+                                            and getattr(self, name) <= 0):
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("sig_windows_s", "host_windows_s", "tel_windows_s"):
+            windows = getattr(self, name)
+            if not windows or any(w < self.bucket_s for w in windows):
+                raise ConfigError(f"{name} needs at least one window of >= bucket_s ({self.bucket_s} s)")
+        for name in ("sig_alpha", "sig_resolve_alpha", "host_alpha", "host_resolve_alpha", "tel_alpha",
+                     "corr_fdr", "corr_alpha", "corr_explain_alpha"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        if self.max_keys < 1 or self.corr_max_units < 1:
+            raise ConfigError("max_keys and corr_max_units must be >= 1")
+
     def fingerprint(self) -> str:
         """Short hash of every value: part of each checkpoint's identity."""
         blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str).encode()

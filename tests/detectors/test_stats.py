@@ -83,3 +83,27 @@ def test_benjamini_hochberg_matches_the_textbook_example() -> None:
 
 def test_score_grows_with_evidence() -> None:
     assert score_of(1e-3) < score_of(1e-9) < score_of(0.0) == 300.0
+
+
+@pytest.mark.parametrize("bad", [
+    {"sig_alpha": 0.0},                 # an alpha must be a probability
+    {"corr_fdr": 1.5},
+    {"bucket_s": 0.0},                  # windows are whole buckets
+    {"host_windows_s": (60.0,)},        # a window shorter than a bucket
+    {"max_keys": 0},
+])
+def test_bad_config_fails_at_start_up(bad: dict) -> None:
+    from detectors import DetectorConfig
+    from fleetepi.exceptions import ConfigError
+
+    with pytest.raises(ConfigError):
+        DetectorConfig(**bad)
+
+
+def test_config_from_yaml_lists_and_fingerprint() -> None:
+    from detectors import DetectorConfig
+
+    cfg = DetectorConfig.from_mapping({"sig_windows_s": [3600.0, 7200.0]})
+    assert cfg.sig_windows_s == (3600.0, 7200.0)
+    assert cfg.fingerprint() != DetectorConfig().fingerprint()
+    assert DetectorConfig().fingerprint() == DetectorConfig().fingerprint()

@@ -115,3 +115,67 @@ def test_surveillance_script_flags_a_spike():
         hours = [(a.ts_ms + 1 - T0) // H - 1 for a in res[method]["1"]]
         assert 100 in hours or 101 in hours, (method, hours)
         assert all(a.signature == "steady!f | g!h" for a in res[method]["1"])
+
+
+BRUTE_R = r"""
+suppressPackageStartupMessages(library(surveillance))
+a <- commandArgs(trailingOnly = TRUE)
+d <- read.csv(a[1], colClasses = c("character", "integer", "numeric"))
+n <- as.integer(a[3]); ids <- sort(unique(d$series))
+m <- matrix(0, nrow = n, ncol = length(ids)); m[cbind(d$hour + 1L, match(d$series, ids))] <- d$count
+rows <- list()
+for (meth in c("C1", "C2", "C3")) {
+  r <- earsC(sts(observed = m, frequency = 24, start = c(1, 1)),
+             control = list(method = meth, baseline = 7, alpha = 0.001, minSigma = 1, range = 12:n))
+  hit <- matrix(which(alarms(r) == 1, arr.ind = TRUE), ncol = 2)
+  if (nrow(hit)) rows[[length(rows) + 1]] <- data.frame(method = meth, series = ids[hit[, 2]],
+                                                        hour = (12:n)[hit[, 1]] - 1L)
+}
+for (j in seq_along(ids)) {
+  r <- suppressWarnings(farringtonFlexible(sts(observed = matrix(m[, j], ncol = 1), frequency = 24, start = c(1, 1)),
+        control = list(range = 75:n, b = 3, w = 1, alpha = 0.001, noPeriods = 1, populationOffset = FALSE,
+                       pastWeeksNotIncluded = 1, limit54 = c(5, 4), thresholdMethod = "delta")))
+  hit <- which(as.vector(alarms(r)) == 1)
+  if (length(hit)) rows[[length(rows) + 1]] <- data.frame(method = "farrington", series = ids[j],
+                                                          hour = (75:n)[hit] - 1L)
+}
+write.csv(do.call(rbind, rows), a[2], row.names = FALSE)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("Rscript") is None, reason="Rscript not installed (scripts/install-services.sh)")
+def test_screened_script_gives_the_alarms_of_a_full_run(tmp_path):
+    """The script evaluates only hours where a method can alarm; a full run must give the very same alarms."""
+    import csv
+    import subprocess
+
+    import numpy as np
+
+    from fleetepi.simulate.baselines import R_SCRIPT
+
+    rng = np.random.default_rng(7)
+    n = 24 * 5
+    inp = tmp_path / "in.csv"
+    with open(inp, "w") as f:
+        f.write("series,hour,count\n")
+        for j, lam in enumerate((0.05, 0.3, 1.0, 3.0, 3.0, 0.1)):
+            y = rng.poisson(lam * (1 + 0.5 * np.sin(np.arange(n) * 2 * np.pi / 24)))
+            if j in (1, 3, 5):
+                y[90:93] += rng.integers(4, 15, size=3)  # an outbreak
+            for h in np.flatnonzero(y):
+                f.write(f"s{j},{h},{y[h]}\n")
+    brute = tmp_path / "brute.R"
+    brute.write_text(BRUTE_R)
+
+    def alarms(path):
+        with open(path) as f:
+            return sorted((r["method"], r["series"], int(r["hour"])) for r in csv.DictReader(f))
+
+    subprocess.run(["Rscript", str(brute), str(inp), str(tmp_path / "full.csv"), str(n)], check=True,
+                   capture_output=True)
+    subprocess.run(["Rscript", str(R_SCRIPT), str(inp), str(tmp_path / "fast.csv"), str(n), "C1,C2,C3,farrington",
+                    "0.001", "3", "1", "24", "1"], check=True, capture_output=True)
+    full, fast = alarms(tmp_path / "full.csv"), alarms(tmp_path / "fast.csv")
+    assert full and {m for m, _, _ in full} == {"C1", "C2", "C3", "farrington"}
+    assert fast == full
