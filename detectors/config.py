@@ -31,15 +31,17 @@ class DetectorConfig:
     # ---- shared windows and state bounds (all detectors) ----
     #: Width of one ring-buffer bucket of every count window; windows are whole buckets.
     bucket_s: float = 300.0
-    #: Instance warm-up: nothing fires until this much event time after the first event
-    #: the detector saw (baselines learn first). A partition's first event is within
-    #: seconds of the stream's, so partitioned runs agree.
+    #: Warm-up: nothing fires until this much event time after the stream's start (the first
+    #: host announcement, which every worker reads), so baselines and hosts' own rates learn
+    #: first. A day: one turn of the daily cycle.
     warmup_s: float = 24 * 3600.0
-    #: A key (signature, host, telemetry code) with no event for this long is forgotten.
+    #: A key (signature, host, telemetry code) with no event for this long is forgotten
+    #: (longer than the longest window; a signature that returns after it is new again).
     key_ttl_s: float = 3 * 86400.0
     #: Most keys one detector instance keeps; beyond it the quietest key is evicted.
     max_keys: int = 50_000
     #: Negative binomial size r of crash/error counts (variance mu + mu^2/r); inf = Poisson.
+    #: 8: a busy signature's hour may hold ~35 % more or less than its mean without news.
     nb_size: float = 8.0
     #: After an alert resolves, the same entity cannot fire again for this long.
     cooldown_s: float = 6 * 3600.0
@@ -53,7 +55,7 @@ class DetectorConfig:
     #: A firing signature resolves when its window count is no longer significant at this level.
     sig_resolve_alpha: float = 0.01
     #: Minimum support: at least this many units (distinct jobs/hosts) in the window.
-    sig_min_units: int = 6
+    sig_min_units: int = 4
     #: And at least this many times the expected count (effect size, not only significance).
     sig_min_ratio: float = 3.0
     #: Half-life of the learned baseline (hour-of-day rates decay per day).
@@ -70,12 +72,13 @@ class DetectorConfig:
     #: Sliding windows over which a host's crashes are counted (a sick host may crash
     #: only a few times an hour, so the longest window is a day).
     host_windows_s: tuple[float, ...] = (3600.0, 6 * 3600.0, 24 * 3600.0)
-    #: One-sided p-value against the peers' mean under which a host fires.
-    host_alpha: float = 1e-7
+    #: One-sided p-value against the peers' mean under which a host fires (fewer tests than
+    #: signatures: one per host that already stands out against the fleet and its past).
+    host_alpha: float = 1e-5
     #: Minimum units (crashes, odd-shape-weighted, plus hardware errors) in the window for a host to fire.
     host_min_crashes: int = 6
     #: Minimum events (crashes and hardware errors, unweighted) in the longest window.
-    host_min_events: int = 4
+    host_min_events: int = 3
     #: Units one hardware error of the host counts (Xid other than the application ones,
     #: uncorrectable ECC, NVLink, PCIe).
     host_hw_weight: float = 2.0
@@ -98,8 +101,9 @@ class DetectorConfig:
     # ---- hardware_correlation (and telemetry_cohort's cohort part) ----
     #: Window over which distinct affected hosts of a signature are collected.
     corr_window_s: float = 24 * 3600.0
-    #: Distinct affected hosts in one cohort needed before it can be reported.
-    corr_min_hosts: int = 4
+    #: Distinct affected hosts in one cohort needed before it can be reported (three hosts of
+    #: one rack of 40 in a fleet of 2,000 is already p < 1e-5; the p-value ceiling does the rest).
+    corr_min_hosts: int = 3
     #: Benjamini-Hochberg false discovery rate over the (attribute, value) pairs of a key.
     corr_fdr: float = 0.01
     #: And an absolute one-sided binomial p-value ceiling per pair.

@@ -107,9 +107,11 @@ class HostSpike(CoreDetector):
                 what = "crashing with hardware errors (failing memory/GPU?): drain and test it"
             else:
                 what = "crashing far above its peers"
-            summary = (f"host {host} {what}: {obs:g} crash/error units in {w / 60:g} min vs {exp:.2g} expected, "
-                       f"{n_sigs} distinct signatures, {odd_n:g} odd-shaped crashes, {hw:g} hardware errors")
-            notes = notes + [f"evidence: {n_sigs} distinct signatures in the window; {odd_n:g} crashes with odd "
+            day_h = self.core.windows_s[-1] / 3600.0
+            summary = (f"host {host} {what}: {obs:g} crash/error units in {w / 60:g} min vs {exp:.2g} expected; "
+                       f"last {day_h:g} h: {n_sigs} distinct signatures, {odd_n:g} odd-shaped crashes, "
+                       f"{hw:g} hardware errors")
+            notes = notes + [f"evidence over the last {day_h:g} h: {n_sigs} distinct signatures; {odd_n:g} crashes with odd "
                              f"shapes (bit flips, non-canonical address, misaligned stack) weighted "
                              f"x{self.config.host_odd_weight:g}; {hw:g} hardware errors "
                              f"({', '.join(sorted(self._hw_kinds))})"]

@@ -34,6 +34,13 @@ class Lifecycle:
         self.start_ms: int | None = None
         self.next_sweep_ms = 0
 
+    def set_windows(self, bucket_s: float, windows_s: tuple[float, ...]) -> None:
+        """Side-by-side sliding windows: ``sizes`` in buckets (shortest first), ``n`` the longest."""
+        self.bucket_ms = int(bucket_s * 1000)
+        self.sizes, self.windows_s = window_sizes(bucket_s, windows_s)
+        self.n = self.sizes[-1]
+        self.window_s = self.windows_s[0]
+
     def start(self, ts_ms: int) -> None:
         """Where the stream starts for this instance (warm-up and silent-history credit count from it)."""
         self.start_ms = ts_ms

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from detectors.inventory import Inventory
-from detectors.lifecycle import Lifecycle, window_sizes
+from detectors.lifecycle import Lifecycle
 from detectors.stats import nb_sf, nb_threshold
 from detectors.windows import HOUR_MS, Ring
 
@@ -117,10 +117,7 @@ class PeerSpike(Lifecycle):
                  own_prior_h: float, nb_size: float, warmup_s: float, cooldown_s: float, key_ttl_s: float,
                  max_keys: int, make_alert: MakePeerAlert) -> None:
         super().__init__(warmup_s=warmup_s, cooldown_s=cooldown_s, key_ttl_s=key_ttl_s, max_keys=max_keys)
-        self.bucket_ms = int(bucket_s * 1000)
-        self.sizes, self.windows_s = window_sizes(bucket_s, windows_s)
-        self.n = self.sizes[-1]
-        self.window_s = self.windows_s[0]
+        self.set_windows(bucket_s, windows_s)
         self.alpha, self.resolve_alpha = alpha, resolve_alpha
         self.min_count, self.min_ratio = min_count, min_ratio
         self.floors = tuple(floor_per_h * w / 3600.0 for w in self.windows_s)

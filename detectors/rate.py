@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from detectors.lifecycle import Lifecycle, window_sizes
+from detectors.lifecycle import Lifecycle
 from detectors.stats import nb_sf, nb_threshold
 from detectors.windows import HOUR_MS, DailyBaseline, Ring, decay_per_day, window_expectation
 from fleetepi.contract import Alert
@@ -87,10 +87,7 @@ class RateSpike(Lifecycle):
                  prior_rate_per_h: float, prior_weight_h: float, warmup_s: float, cooldown_s: float,
                  key_ttl_s: float, max_keys: int, make_alert: MakeAlert) -> None:
         super().__init__(warmup_s=warmup_s, cooldown_s=cooldown_s, key_ttl_s=key_ttl_s, max_keys=max_keys)
-        self.bucket_ms = int(bucket_s * 1000)
-        self.sizes, self.windows_s = window_sizes(bucket_s, windows_s)
-        self.n = self.sizes[-1]
-        self.window_s = self.windows_s[0]
+        self.set_windows(bucket_s, windows_s)
         self.alpha, self.resolve_alpha = alpha, resolve_alpha
         self.min_units, self.min_ratio, self.nb_size = min_units, min_ratio, nb_size
         self.decay = decay_per_day(halflife_days)
@@ -166,9 +163,6 @@ class RateSpike(Lifecycle):
             st.k_res[i] = nb_threshold(mu, self.nb_size, self.resolve_alpha)
         st.b = b
 
-    def _quiet_at(self, st: _Key, j: int) -> bool:
-        return all(r.total_at(j) < k for r, k in zip(st.rings, st.k_res))
-
     def _roll(self, key: str, st: _Key, b: int, out: list[Alert]) -> None:
         """Move the key's clock to bucket ``b``.
 
@@ -203,8 +197,7 @@ class RateSpike(Lifecycle):
         # Guard band: fold only hours older than the longest window.
         hour = (b - self.n) * self.bucket_ms // HOUR_MS
         if hour > st.base.hour:
-            cap = st.mu[0] * HOUR_MS / (self.sizes[0] * self.bucket_ms)
-            st.base.fold_until(hour, self.decay, cap)
+            st.base.fold_until(hour, self.decay, self.prior_rate, self.prior_w, self.hour_w)
         if b * self.bucket_ms // HOUR_MS > st.b * self.bucket_ms // HOUR_MS and len(st.seen) > 8:
             old = b - self.sizes[0]
             st.seen = {s: v for s, v in st.seen.items() if v > old}

@@ -155,8 +155,13 @@ class DailyBaseline:
             c[s] *= decay
             e[s] = e[s] * decay + 1.0
 
-    def fold_until(self, hour: int, decay: float, cap: float) -> None:
-        """Fold every hour before ``hour``; an hour that fired adds at most ``cap`` units."""
+    def fold_until(self, hour: int, decay: float, prior_rate: float, prior_w: float, hour_w: float) -> None:
+        """Fold every hour before ``hour``.
+
+        An hour during which the key fired adds at most the rate the baseline
+        expected for it just before (computed from the folded past only, so
+        the result does not depend on when folding happens).
+        """
         if hour <= self.hour:
             return
         c, e = self.c, self.e
@@ -165,7 +170,10 @@ class DailyBaseline:
             h, acc, fired = p.pop(0)
             self._silent(self.hour, h, decay)
             slot = h % DAY_H
-            c[slot] = c[slot] * decay + (min(acc, cap) if fired else acc)
+            if fired:
+                overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
+                acc = min(acc, (c[slot] + hour_w * overall) / (e[slot] + hour_w))
+            c[slot] = c[slot] * decay + acc
             e[slot] = e[slot] * decay + 1.0
             self.hour = h + 1
         self._silent(self.hour, hour, decay)

@@ -219,7 +219,7 @@ class StreamWorker:
         must be processed live (their alerts may never have been sent).
         """
         try:
-            committed = await asyncio.to_thread(self._committed_offsets)
+            committed = await self._committed_offsets(assigned)
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the lazy path stays exact
             log.warning("cannot read committed offsets (%s): states are rebuilt on first record", exc)
             return
@@ -234,20 +234,27 @@ class StreamWorker:
             async with st.lock:
                 if (topic, p) not in (self.assigned or ()):
                     return  # a newer rebalance took over
-                if stage.framed and not st.sources and stage.source_topic:
-                    st.sources = await self._n_partitions(stage.source_topic)
+                if stage.framed and not st.sources:
+                    st.sources = await self._n_sources(stage)
                 if upto > st.next_offset:
                     self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, upto)
 
-    def _committed_offsets(self) -> dict[tuple[str, int], int]:
-        from kafka import KafkaAdminClient
+    async def _committed_offsets(self, tps: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets, read by a consumer that names the group but never joins it."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        admin = KafkaAdminClient(bootstrap_servers=self.settings.bootstrap, client_id="fleetepi-warm")
+        cons = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap, group_id=self.settings.app_id,
+                                enable_auto_commit=False, client_id="fleetepi-warm")
+        await cons.start()
         try:
-            offsets = admin.list_consumer_group_offsets(self.settings.app_id)
+            out = {}
+            for topic, p in tps:
+                off = await cons.committed(TopicPartition(topic, p))
+                if off is not None and off >= 0:
+                    out[(topic, p)] = off
+            return out
         finally:
-            admin.close()
-        return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+            await cons.stop()
 
     def _on_admission(self, reason: str, event: Any, ts_ms: int) -> None:
         self.pipeline.count_invalid(reason)
@@ -267,8 +274,8 @@ class StreamWorker:
         for p, msgs in by_part.items():
             st = self._state(stage, p)
             async with st.lock:
-                if stage.framed and not st.sources and stage.source_topic:
-                    st.sources = await self._n_partitions(stage.source_topic)
+                if stage.framed and not st.sources:
+                    st.sources = await self._n_sources(stage)
                 first = msgs[0].offset
                 if first > st.next_offset:
                     self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, first)
@@ -293,14 +300,15 @@ class StreamWorker:
 
     async def _input_partition(self, stage: Stage, st: PartitionState, p: int, msgs: list[Any],
                                pending: list[Any]) -> list[Any]:
-        """Fold one partition's part of an input batch; dead letters and bundles go to ``pending``."""
+        """Validate one partition's part of an input batch; dead letters and bundles go to ``pending``."""
         out: list[Any] = []
-        fwd: dict[int, list[tuple[int, int, bytes]]] = {}
-        fwd_topic = stage.forward_topic
+        forwards = stage.forwards
+        fwd: list[dict[int, list[tuple[int, int, bytes]]]] = [{} for _ in forwards]
         pipeline = self.pipeline
         is_crash = stage.event_type is Crash
         attributes_at = self.inventory.attributes_at
         apply = st.apply
+        key_of = stage.key_of
         for m in msgs:
             off = m.offset
             if off < st.next_offset:
@@ -311,29 +319,29 @@ class StreamWorker:
                 continue
             if alerts:
                 out.extend(alerts)
-            if fwd_topic is not None:
-                ts = event.ts_ms  # type: ignore[union-attr]
-                target = await self._partition_of(fwd_topic, stage.forward_key(event))  # type: ignore[arg-type]
-                fwd.setdefault(target, []).append((off, ts, raw))  # type: ignore[arg-type]
-                if st.fwd_wm is None or ts > st.fwd_wm:
-                    st.fwd_wm = ts
-                if st.fwd_first is None:
-                    st.fwd_first = ts
+            ts = event.ts_ms  # type: ignore[union-attr]
+            for i, (topic, key_name) in enumerate(forwards):
+                target = await self._partition_of(topic, key_of(key_name, event))  # type: ignore[arg-type]
+                fwd[i].setdefault(target, []).append((off, ts, raw))  # type: ignore[arg-type]
+            if st.fwd_wm is None or ts > st.fwd_wm:
+                st.fwd_wm = ts
+            if st.fwd_first is None:
+                st.fwd_first = ts
             if is_crash:
                 pipeline.count_event("crash")
-                pipeline.observe_crash(event, event.ts_ms)  # type: ignore[arg-type,union-attr]
+                pipeline.observe_crash(event, ts)  # type: ignore[arg-type]
             else:
                 pipeline.count_event("telemetry")
-                pipeline.observe_telemetry(event, attributes_at(event.host, event.ts_ms))  # type: ignore[arg-type,union-attr]
-        if fwd_topic is not None:
-            send = self.app.producer.send
-            key = b"%d" % p
-            wm = st.fwd_wm
-            for target in range(await self._n_partitions(fwd_topic)):
-                records = fwd.get(target, [])
-                for i in range(0, max(len(records), 1), BUNDLE_MAX):
-                    value = bundle(p, wm, st.fwd_first, records[i:i + BUNDLE_MAX])
-                    pending.append(await send(fwd_topic, key, value, target, None, None))
+                pipeline.observe_telemetry(event, attributes_at(event.host, ts))  # type: ignore[arg-type,union-attr]
+        send = self.app.producer.send
+        src = stage.source_base + p
+        key = b"%d" % src
+        for i, (topic, _) in enumerate(forwards):
+            for target in range(await self._n_partitions(topic)):
+                records = fwd[i].get(target, [])
+                for j in range(0, max(len(records), 1), BUNDLE_MAX):
+                    value = bundle(src, st.fwd_wm, st.fwd_first, records[j:j + BUNDLE_MAX])
+                    pending.append(await send(topic, key, value, target, None, None))
         return out
 
     async def _hosts_batch(self, events: Sequence[Any]) -> None:
@@ -376,6 +384,10 @@ class StreamWorker:
         if len(self._key_part) < 200_000:
             self._key_part[(topic, key)] = p
         return p
+
+    async def _n_sources(self, stage: Stage) -> int:
+        """Input partitions feeding a framed stage (its merge waits for all of them)."""
+        return sum([await self._n_partitions(t) for t in stage.source_topics])
 
     async def _n_partitions(self, topic: str) -> int:
         n = self._n_parts.get(topic)

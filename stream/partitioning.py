@@ -1,17 +1,21 @@
 """Which state lives on which partition: the four stages of a worker.
 
 ``detectors.registry.ROUTE_OF`` says under which key each detector keeps
-its state. Crashes and telemetry arrive keyed by host, so host-keyed
-detectors run where the input partitions are consumed (no network hop).
-Signature-keyed detectors need every crash of a signature on one partition
-owner, and cohort telemetry every event of one ``kind:code``: the input
-stages forward those events, unchanged, to two internal topics keyed that
-way (repartitioning), whose consumers run the remaining detectors::
+its state. Signature-keyed detectors need every crash of a signature on one partition
+owner, cohort telemetry every event of one ``kind:code``, and host detectors
+both the crashes *and* the hardware telemetry of a host, merged in event
+time (host_spike weighs both). The input stages validate (dead letters) and
+forward every event, unchanged, to internal topics keyed that way
+(repartitioning), whose consumers run the detectors. Host events are
+forwarded too, rather than consumed in place from the two host-keyed input
+topics, because merging two topics in event time needs the watermark of
+each, which bundles carry::
 
-    fleetepi.crashes   (key host) ─ stage "crashes"   [host detectors]      ─┐ forward by signature
-    fleetepi.telemetry (key host) ─ stage "telemetry" [host detectors]      ─┤ forward by kind:code
-    fleetepi.crashes.by-signature ─ stage "signature" [signature detectors]  │
-    fleetepi.telemetry.by-cohort  ─ stage "cohort"    [telemetry detectors] ◄┘
+    fleetepi.crashes   (key host) ─ stage "crashes"   (validate) ─┬ by signature, by host
+    fleetepi.telemetry (key host) ─ stage "telemetry" (validate) ─┴ by kind:code, by host
+    fleetepi.events.by-host       ─ stage "host"      [host_spike, telemetry_host]
+    fleetepi.crashes.by-signature ─ stage "signature" [signature_spike, hardware_correlation]
+    fleetepi.telemetry.by-cohort  ─ stage "cohort"    [telemetry_cohort]
 
 Forwarded events travel in *bundles* (:func:`bundle`): one internal record
 per input batch and target partition, each event with its source partition
@@ -22,7 +26,9 @@ so forwarding is effectively exactly-once for the state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -46,6 +52,16 @@ def cohort_key(event: Telemetry) -> bytes:
     return f"{event.kind}:{'' if event.code is None else event.code}".encode()
 
 
+def host_key(event: Crash | Telemetry) -> bytes:
+    return event.host.encode()
+
+
+#: Source ids of forwarded events: input partition + this base (crashes 0, telemetry 1 << 16).
+SOURCE_BASE = {"crashes": 0, "telemetry": 1 << 16}
+
+_KEYS: dict[str, Callable[[Any], bytes]] = {"signature": signature_key, "cohort": cohort_key, "host": host_key}
+
+
 @dataclass(frozen=True)
 class Stage:
     """One consumer stage of the worker.
@@ -53,35 +69,39 @@ class Stage:
     :param name: short name (metrics, checkpoints, the counts endpoint).
     :param topic: topic it consumes.
     :param event_type: the contract type the topic carries (others are dead-lettered).
-    :param detectors: detectors of the Engine kept per partition.
+    :param detectors: detectors of the Engine kept per partition (none on input stages).
     :param framed: records are bundles of forwarded events (internal topics).
-    :param source_topic: the input topic whose partitions feed a framed stage.
-    :param forward_topic: where accepted events are forwarded, if anywhere.
+    :param forwards: input stages: ``(internal topic, key name)`` pairs every event goes to.
+    :param source_topics: framed stages: the input topics whose partitions feed it.
     """
 
     name: str
     topic: str
     event_type: type
-    detectors: tuple[str, ...]
+    detectors: tuple[str, ...] = ()
     framed: bool = False
-    forward_topic: str | None = None
-    source_topic: str | None = None
+    forwards: tuple[tuple[str, str], ...] = ()
+    source_topics: tuple[str, ...] = ()
 
-    def forward_key(self, event: Crash | Telemetry) -> bytes:
-        if isinstance(event, Crash):
-            return signature_key(event)
-        return cohort_key(event)
+    @property
+    def source_base(self) -> int:
+        return SOURCE_BASE.get(self.name, 0)
+
+    @staticmethod
+    def key_of(key_name: str, event: Crash | Telemetry) -> bytes:
+        return _KEYS[key_name](event)
 
 
 def stages(names: TopicNames | None = None) -> tuple[Stage, ...]:
-    """The four stages, input stages first."""
+    """The five stages, input stages first."""
     n = names or TopicNames()
-    host = detectors_for("host")
     return (
-        Stage("crashes", n.crashes, Crash, host, forward_topic=n.by_signature),
-        Stage("telemetry", n.telemetry, Telemetry, host, forward_topic=n.by_cohort),
-        Stage("signature", n.by_signature, Crash, detectors_for("signature"), framed=True, source_topic=n.crashes),
-        Stage("cohort", n.by_cohort, Telemetry, detectors_for("telemetry"), framed=True, source_topic=n.telemetry),
+        Stage("crashes", n.crashes, Crash, forwards=((n.by_signature, "signature"), (n.by_host, "host"))),
+        Stage("telemetry", n.telemetry, Telemetry, forwards=((n.by_cohort, "cohort"), (n.by_host, "host"))),
+        Stage("host", n.by_host, Crash, detectors_for("host"), framed=True, source_topics=(n.crashes, n.telemetry)),
+        Stage("signature", n.by_signature, Crash, detectors_for("signature"), framed=True, source_topics=(n.crashes,)),
+        Stage("cohort", n.by_cohort, Telemetry, detectors_for("telemetry"), framed=True,
+              source_topics=(n.telemetry,)),
     )
 
 
@@ -115,4 +135,5 @@ def unbundle(value: bytes) -> tuple[int, int | None, int | None, list[Forwarded]
     return _bundle_dec.decode(value)
 
 
-__all__ = ["Forwarded", "Stage", "bundle", "cohort_key", "detectors_for", "signature_key", "stages", "unbundle"]
+__all__ = ["SOURCE_BASE", "Forwarded", "Stage", "bundle", "cohort_key", "detectors_for", "host_key", "signature_key",
+           "stages", "unbundle"]

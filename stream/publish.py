@@ -116,6 +116,7 @@ class Publisher:
         try:
             await self._producer.start()
         except (KafkaError, OSError) as exc:
+            await self._producer.stop()
             raise StreamError(f"cannot reach the broker at {self.bootstrap}: {exc}") from None
 
     async def stop(self) -> None:

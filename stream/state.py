@@ -17,9 +17,14 @@ No wall-clock timer, no faust table and no changelog is involved, so a
 partition can move between workers, and a worker can be killed at any
 instruction, without changing what the detectors count.
 
+Detector stages fold *bundles* of forwarded events from several input
+partitions and release them in event-time order (:meth:`apply_bundle`), so
+the fold does not depend on which worker forwarded first either.
+
 The one input outside the log is the host inventory (every worker reads
-all of ``fleetepi.hosts``); its history per host is kept in event time, so
-the attributes in force for an event do not depend on when they were read.
+all of ``fleetepi.hosts``). Each Engine folds the announcements into its own
+inventory up to the event time it has reached, so the attributes and cohort
+sizes in force for an event do not depend on when they were read.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ from stream.exceptions import StreamError
 #: Internal repartition topics: crashes keyed by signature, telemetry keyed by ``kind:code``.
 TOPIC_CRASHES_BY_SIGNATURE = "fleetepi.crashes.by-signature"
 TOPIC_TELEMETRY_BY_COHORT = "fleetepi.telemetry.by-cohort"
+#: Crashes and telemetry merged, keyed by host (host detectors weigh both).
+TOPIC_EVENTS_BY_HOST = "fleetepi.events.by-host"
 
 #: Largest message the topics accept (the contract rejects > 1 MiB itself, as ``too_large``).
 MAX_MESSAGE_BYTES = 8 << 20
@@ -66,6 +68,10 @@ class TopicNames:
         return self._n(TOPIC_TELEMETRY_BY_COHORT)
 
     @property
+    def by_host(self) -> str:
+        return self._n(TOPIC_EVENTS_BY_HOST)
+
+    @property
     def inputs(self) -> tuple[str, str, str]:
         return (self.hosts, self.crashes, self.telemetry)
 
@@ -98,6 +104,7 @@ def topic_specs(names: TopicNames | None = None, partitions: int = 4,
         TopicSpec(n.telemetry, partitions, big),
         TopicSpec(n.by_signature, ip, big),
         TopicSpec(n.by_cohort, ip, big),
+        TopicSpec(n.by_host, ip, big),
         TopicSpec(n.alerts, partitions),
         TopicSpec(n.deadletter, 1, big),
     ]
@@ -148,5 +155,5 @@ def partition_counts(admin: object, names: list[str]) -> dict[str, int]:
     return out
 
 
-__all__ = ["MAX_MESSAGE_BYTES", "TOPIC_CRASHES_BY_SIGNATURE", "TOPIC_TELEMETRY_BY_COHORT", "TopicNames", "TopicSpec",
+__all__ = ["MAX_MESSAGE_BYTES", "TOPIC_EVENTS_BY_HOST", "TOPIC_CRASHES_BY_SIGNATURE", "TOPIC_TELEMETRY_BY_COHORT", "TopicNames", "TopicSpec",
            "ensure_topics", "partition_counts", "topic_specs"]

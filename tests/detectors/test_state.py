@@ -113,3 +113,47 @@ def test_memory_is_bounded_by_max_keys(fl: SimpleNamespace) -> None:
         eng.process(fl.crash(fl.T0 + i * 1000, f"h{i % 20:04d}", f"one-off-{i}"))
     for d in eng.detectors:
         assert len(d.core.keys) <= 50  # type: ignore[attr-defined]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(offsets=st.lists(st.tuples(st.integers(0, 55 * 60_000), st.integers(0, 19), st.sampled_from(["a", "b"])),
+                        min_size=1, max_size=30), rnd=st.randoms())
+def test_order_within_a_window_does_not_change_the_counts(fl: SimpleNamespace, offsets: list, rnd: object) -> None:
+    """The same crashes of one hour, in two arrival orders: same window counts in every detector engine."""
+    from detectors.inventory import Inventory
+    from detectors.registry import build_detectors
+
+    inv = Inventory()
+    for h in fl.hosts(20):
+        inv.announce(h.host, fl.T0, h.attributes)
+    at = fl.T0 + 3 * fl.DAY
+    events = [fl.crash(at + off, f"h{h:04d}", f"sig-{s}", job=None if h % 3 else f"j{h % 4}") for off, h, s in offsets]
+    shuffled = list(events)
+    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+
+    def totals(order: list) -> tuple:
+        sig, host = build_detectors(CFG, ["signature_spike", "host_spike"])
+        for ev in order:
+            sig.update(ev, ev.ts_ms, inv)
+            host.update(ev, ev.ts_ms, inv)
+        end_b = (at + 56 * 60_000) // 300_000
+        sig_t = {k: [r.total_at(end_b) for r in s.rings] for k, s in sig.core.keys.items()}  # type: ignore[attr-defined]
+        host_t = {h: [r.total_at(end_b) for r in s.rings]
+                  for h, s in host.core.channels["crash"].hosts.items()}  # type: ignore[attr-defined]
+        return sig_t, host_t, sig.counts(), host.counts()
+
+    assert totals(events) == totals(shuffled)
+
+
+def test_every_alert_follows_the_alert_schema(fl: SimpleNamespace) -> None:
+    """Firing and resolved alerts of every kind validate against the contract's JSON Schema."""
+    from importlib import resources
+
+    import jsonschema
+
+    schema = json.loads(resources.files("fleetepi.contract").joinpath("schemas/alert.schema.json").read_text())
+    alerts = [json.loads(a) for a in run(stream(fl, 7))]
+    assert {a.get("state", "firing") for a in alerts} == {"firing", "resolved"}
+    for a in alerts:
+        jsonschema.validate(a, schema)
+        assert a["summary"] and a["notes"] and a["score"] >= 0

@@ -45,7 +45,7 @@ def test_baseline_learns_the_daily_cycle_and_keeps_a_guard_band() -> None:
         for h in range(24):
             base.add(day * 24 + h, 10.0 if h == 12 else 1.0)
     # Everything up to the last 6 hours is folded; those wait (the guard band).
-    base.fold_until(14 * 24 - 6, decay=0.9, cap=1e9)
+    base.fold_until(14 * 24 - 6, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
     assert len(base.pending) == 6
     rates = base.rates(prior_rate=0.05, prior_w=12.0, hour_w=4.0)
     assert rates[12] > 5 * rates[3]        # noon is busy
@@ -54,11 +54,15 @@ def test_baseline_learns_the_daily_cycle_and_keeps_a_guard_band() -> None:
     assert abs(mu - rates[12]) < 1e-9       # one whole hour of noon
 
 
-def test_an_hour_that_fired_is_folded_at_most_at_the_cap() -> None:
+def test_an_hour_that_fired_is_folded_at_most_at_the_expected_rate() -> None:
     base = DailyBaseline(start_hour=0, warm_hours=24.0 * 7)
+    for h in range(5):
+        base.add(h, 2.0)
+    base.fold_until(5, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
     base.add(5, 100.0)
     base.mark_firing()
     base.add(6, 100.0, firing=True)
-    base.fold_until(7, decay=0.9, cap=2.0)
-    assert base.c[5] == 2.0 and base.c[6] == 2.0
+    base.fold_until(7, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
+    assert base.c[5] < 2.0 and base.c[6] < 2.0  # the outbreak did not become the new normal
+    assert base.c[4] == 2.0
     assert sum(base.e) > DAY_H  # silent history credited

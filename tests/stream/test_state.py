@@ -1,0 +1,129 @@
+"""The per-partition fold: deterministic whatever the arrival order, and snapshots round-trip."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import msgspec
+import pytest
+
+from detectors import DetectorConfig
+from fleetepi.contract import Crash, Host, decode_event, encode
+from stream.checkpoint import CheckpointStore
+from stream.deadletter import KEEP_BYTES, decode_letter, encode_letter, make_letter, original_value
+from stream.partitioning import bundle, stages, unbundle
+from stream.state import PartitionState
+
+SIGNATURE = next(s for s in stages() if s.name == "signature")
+
+
+@pytest.fixture(scope="module")
+def small_stream() -> list[Any]:
+    from fleetepi.simulate import SimConfig, simulate
+
+    return list(simulate(SimConfig(hosts=60, days=1.0, seed=2)).events())
+
+
+def host_log(events: list[Any]) -> list[tuple[int, str, dict[str, str]]]:
+    return sorted(((e.ts_ms, e.host, e.attributes) for e in events if isinstance(e, Host)), key=lambda h: h[0])
+
+
+def source_bundles(events: list[Any], n_sources: int, per_bundle: int) -> list[list[bytes]]:
+    """Crashes split into ``n_sources`` source partitions, cut into bundles as an input stage would."""
+    split: list[list[Any]] = [[] for _ in range(n_sources)]
+    for e in events:
+        if isinstance(e, Crash):
+            split[hash(e.host) % n_sources].append(e)
+    out = []
+    for src, evs in enumerate(split):
+        bundles, wm = [], None
+        for i in range(0, len(evs), per_bundle):
+            chunk = evs[i:i + per_bundle]
+            wm = max([wm or 0] + [e.ts_ms for e in chunk])
+            recs = [(i + j, e.ts_ms, encode(e)) for j, e in enumerate(chunk)]
+            bundles.append(bundle(src, wm, evs[0].ts_ms, recs))
+        out.append(bundles)
+    return out
+
+
+def fold_interleaved(per_source: list[list[bytes]], hosts: Any, seed: int, dup: bool = False) -> PartitionState:
+    st = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    st.sources = len(per_source)
+    queues = [list(b) for b in per_source]
+    rng = random.Random(seed)
+    offset = 0
+    while any(queues):
+        q = rng.choice([q for q in queues if q])
+        value = q[0] if dup and rng.random() < 0.3 else q.pop(0)  # re-sent bundle: a duplicate
+        st.apply_bundle(offset, value)
+        offset += 1
+    return st
+
+
+def test_merge_is_independent_of_arrival_order(small_stream: list[Any]) -> None:
+    hosts = host_log(small_stream)
+    per_source = source_bundles(small_stream, n_sources=3, per_bundle=7)
+    states = [fold_interleaved(per_source, hosts, seed) for seed in range(4)]
+    states.append(fold_interleaved(per_source, hosts, 99, dup=True))
+    first = states[0].engine.counts()
+    assert any(first.values()), "the stream must reach the detectors"
+    for st in states[1:]:
+        assert st.engine.counts() == first
+        assert st.engine.watermark_ms == states[0].engine.watermark_ms
+
+
+def test_snapshot_round_trips_through_msgpack(small_stream: list[Any], tmp_path: Any) -> None:
+    hosts = host_log(small_stream)
+    st = fold_interleaved(source_bundles(small_stream, 2, 5), hosts, 1)
+    store = CheckpointStore(tmp_path)
+    store.write("signature", 0, store.encode(st.snapshot()))
+    fresh = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    assert fresh.restore(store.load("signature", 0) or {})
+    assert fresh.next_offset == st.next_offset
+    assert fresh.engine.counts() == st.engine.counts()
+    assert fresh.heap == st.heap and fresh.seen == st.seen
+
+
+def test_snapshot_of_other_config_is_refused(small_stream: list[Any]) -> None:
+    hosts = host_log(small_stream)
+    st = fold_interleaved(source_bundles(small_stream, 2, 5), hosts, 1)
+    other = PartitionState(SIGNATURE, 0, DetectorConfig(step_s=60.0), hosts)
+    assert not other.restore(msgspec.msgpack.decode(msgspec.msgpack.encode(st.snapshot())))
+    assert other.next_offset == 0
+
+
+def test_unreadable_checkpoint_means_rebuild(tmp_path: Any) -> None:
+    store = CheckpointStore(tmp_path)
+    store.path("crashes", 3).write_bytes(b"\xc1 not msgpack")
+    assert store.load("crashes", 3) is None
+    assert store.load("crashes", 4) is None
+
+
+def test_bundle_round_trip() -> None:
+    recs = [(5, 1000, b'{"a":1}'), (6, 1001, b"")]
+    assert unbundle(bundle(3, 1001, 1000, recs)) == (3, 1001, 1000, recs)
+
+
+@pytest.mark.parametrize("raw,reason", [
+    (b"{", "malformed_json"),                                        # broken JSON
+    (b"[1,2]", "not_an_object"),                                     # JSON, but not an object
+    (b'{"schema":"fleetepi.host/v1","ts":"2026-11-01T00:00:00Z","host":"h","attributes":{}}', "unknown_schema"),
+])  # the last: a valid host record on the crashes topic
+def test_input_rejections_carry_the_reason(raw: bytes, reason: str) -> None:
+    st = PartitionState(stages()[0], 0, DetectorConfig(), [])
+    alerts, event, _, bad = st.apply(7, raw)
+    assert event is None and alerts == [] and bad is not None and bad.reason == reason
+    assert st.next_offset == 8  # a dead letter is not retried
+
+
+def test_dead_letter_keeps_bytes_and_truncates_big_ones() -> None:
+    small = make_letter("malformed_json", "x", "t", 1, 2, b"k", b"\x00\x01")
+    assert original_value(decode_letter(encode_letter(small))) == b"\x00\x01" and not small.truncated
+    big = make_letter("too_large", "x", "t", 1, 2, None, b"y" * (KEEP_BYTES + 1))
+    assert big.truncated and big.size == KEEP_BYTES + 1 and len(original_value(big)) == KEEP_BYTES
+
+
+def test_decoded_events_are_what_was_sent(small_stream: list[Any]) -> None:
+    crash = next(e for e in small_stream if isinstance(e, Crash))
+    assert decode_event(encode(crash)) == crash
