@@ -192,6 +192,17 @@ def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: f
             await asyncio.sleep(0.2)
         n, start = 0, time.perf_counter()
         marks: list[tuple[float, int]] = []
+        samples: list[tuple[float, int]] = []
+        publishing = True
+
+        async def poll() -> None:
+            while publishing or not samples or samples[-1][1] < n:
+                st = await asyncio.to_thread(status, web)
+                if st:
+                    samples.append((time.time(), folded(st, ("crashes", "telemetry"))))
+                await asyncio.sleep(0.1)
+
+        poller = asyncio.ensure_future(poll())
         ts_of = msgspec.json.Decoder(_Ts).decode
         for topic, key, value in routed_lines(events, names, False, stats):
             n += 1
@@ -208,16 +219,15 @@ def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: f
             await pub.add(topic, key, value, int(now * 1000))
         await pub.flush()
         await pub.stop()
-        # fold lag of the input stage: when did the worker's count pass each mark?
-        pending = list(marks)
-        while pending:
-            st = status(web)
-            t = time.time()
-            if st:
-                done = folded(st, ("crashes", "telemetry"))
-                while pending and done >= pending[0][1]:
-                    lags.append(t - pending.pop(0)[0])
-            await asyncio.sleep(0.05)
+        publishing = False
+        await poller
+        # fold lag of the input stage: when did the worker's count (sampled every 100 ms) pass each mark?
+        i = 0
+        for t_pub, k in marks:
+            while i < len(samples) and samples[i][1] < k:
+                i += 1
+            if i < len(samples):
+                lags.append(samples[i][0] - t_pub)
         return n
 
     try:

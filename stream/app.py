@@ -37,7 +37,7 @@ from stream.hostfeed import HostFeed
 from stream.metrics import StreamMetrics
 from stream.partitioning import Stage, bundle, stages
 from stream.recovery import catch_up
-from stream.state import PartitionState
+from stream.state import IDLE_MARK, PartitionState
 from stream.topics import TopicNames
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,8 @@ class WorkerSettings:
     :param batch_max: records per batch (``take_events`` max).
     :param batch_within_s: longest wait to fill a batch (bounds the added latency).
     :param checkpoint_interval_s: between two snapshots of a stage's partitions (0: off).
+    :param idle_release_s: wall seconds a detector partition may hold events for a quiet source
+        before an idle mark releases them (0: never; replays stay exact, live alerts may wait).
     :param config: detector settings.
     """
 
@@ -81,6 +83,7 @@ class WorkerSettings:
     batch_max: int = 2000
     batch_within_s: float = 0.05
     checkpoint_interval_s: float = 30.0
+    idle_release_s: float = 10.0
     config: DetectorConfig = field(default_factory=DetectorConfig)
 
     @property
@@ -177,6 +180,12 @@ class StreamWorker:
             self.assigned = tps
             self._warming = asyncio.ensure_future(self._warm(tps))
 
+        if self.settings.idle_release_s > 0:
+            async def idle_marks() -> None:
+                await self._idle_marks()
+
+            app.timer(interval=max(0.5, self.settings.idle_release_s / 2))(idle_marks)
+
         self._on_assigned = on_assigned  # keep a strong reference
         app.on_partitions_assigned.connect(on_assigned)
 
@@ -209,6 +218,30 @@ class StreamWorker:
             self.states[key] = st
         return st
 
+    async def _idle_marks(self) -> None:
+        """Unblock detector partitions whose events wait for a source partition that went quiet.
+
+        A detector stage releases events only up to its slowest source's
+        watermark (``stream.state``); an input partition without traffic
+        (no crash on its hosts for hours, or no host at all in a small fleet)
+        would hold its alerts forever. When an owned partition has held
+        events for ``idle_release_s`` of wall time, this writes an *idle
+        mark* (a bundle from source ``IDLE_MARK`` carrying the newest source
+        watermark) into that very partition: the decision is taken on the
+        wall clock, but it is in the log, so a rebuild folds the same.
+        """
+        now = time.monotonic()
+        idle = self.settings.idle_release_s
+        send = self.app.producer.send
+        for st in self._owned():
+            if not st.stage.framed or not st.heap or not st.src_wm or now - st.released_wall < idle:
+                continue
+            newest = max(st.src_wm.values())
+            if min(st.src_wm.values()) >= newest and len(st.src_wm) >= len(st.source_ids):
+                continue
+            st.released_wall = now  # one mark per idle period
+            await send(st.stage.topic, b"idle", bundle(IDLE_MARK, newest, None, []), st.partition, None, None)
+
     async def _warm(self, assigned: set[tuple[str, int]]) -> None:
         """Rebuild the state of newly assigned partitions up to the group's committed offsets.
 
@@ -234,8 +267,8 @@ class StreamWorker:
             async with st.lock:
                 if (topic, p) not in (self.assigned or ()):
                     return  # a newer rebalance took over
-                if stage.framed and not st.sources:
-                    st.sources = await self._n_sources(stage)
+                if stage.framed and not st.source_ids:
+                    st.source_ids = await self._source_ids(stage)
                 if upto > st.next_offset:
                     self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, upto)
 
@@ -274,8 +307,8 @@ class StreamWorker:
         for p, msgs in by_part.items():
             st = self._state(stage, p)
             async with st.lock:
-                if stage.framed and not st.sources:
-                    st.sources = await self._n_sources(stage)
+                if stage.framed and not st.source_ids:
+                    st.source_ids = await self._source_ids(stage)
                 first = msgs[0].offset
                 if first > st.next_offset:
                     self.metrics.rebuilt += await catch_up(self.settings.bootstrap, st, first)
@@ -385,9 +418,10 @@ class StreamWorker:
             self._key_part[(topic, key)] = p
         return p
 
-    async def _n_sources(self, stage: Stage) -> int:
-        """Input partitions feeding a framed stage (its merge waits for all of them)."""
-        return sum([await self._n_partitions(t) for t in stage.source_topics])
+    async def _source_ids(self, stage: Stage) -> list[int]:
+        """Source ids of the input partitions feeding a framed stage (its merge waits for all of them)."""
+        base = {s.topic: s.source_base for s in self.stages if not s.framed}
+        return [base[t] + p for t in stage.source_topics for p in range(await self._n_partitions(t))]
 
     async def _n_partitions(self, topic: str) -> int:
         n = self._n_parts.get(topic)

@@ -34,11 +34,14 @@ def _fail(exc: Exception) -> click.ClickException:
               help="Longest wait (s) to fill a batch.")
 @click.option("--checkpoint-interval", default=30.0, show_default=True, type=click.FloatRange(0.0),
               help="Seconds between state checkpoints (0: off; recovery then reads the whole retained log).")
+@click.option("--idle-release", default=10.0, show_default=True, type=click.FloatRange(0.0),
+              help="Seconds a detector partition waits for a quiet source partition before releasing "
+                   "its events anyway (0: wait forever).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Detector settings (YAML or JSON mapping of DetectorConfig fields).")
 def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int, web_port: int, metrics_port: int,
                    no_metrics: bool, bind: str, data_dir: str, batch_max: int, batch_within: float,
-                   checkpoint_interval: float, config_path: str | None) -> None:
+                   checkpoint_interval: float, idle_release: float, config_path: str | None) -> None:
     """Run a stream worker: the detectors on the partitions this worker owns."""
     from detectors import DetectorConfig
     from stream.app import WorkerSettings
@@ -56,7 +59,8 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
         settings = WorkerSettings(broker=broker, app_id=app_id, topic_prefix=topic_prefix, partitions=partitions,
                                   web_port=web_port, metrics_port=None if no_metrics else metrics_port, bind=bind,
                                   data_dir=data_dir, batch_max=batch_max, batch_within_s=batch_within,
-                                  checkpoint_interval_s=checkpoint_interval, config=config)
+                                  checkpoint_interval_s=checkpoint_interval, idle_release_s=idle_release,
+                                  config=config)
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         run(settings, loglevel=level)
     except FleetepiError as exc:

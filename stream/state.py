@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,9 @@ from fleetepi.exceptions import InvalidMessage
 from stream.partitioning import Stage, unbundle
 
 log = logging.getLogger(__name__)
+
+#: Source id of an idle mark: a bundle that raises every source's watermark to its own.
+IDLE_MARK = -1
 
 #: Bumped when the layout of :meth:`PartitionState.snapshot` changes.
 STATE_VERSION = "partition/2"
@@ -97,8 +101,10 @@ class PartitionState:
         self.lock = asyncio.Lock()
         #: Framed stages: highest source offset folded, per source partition.
         self.seen: dict[int, int] = {}
-        #: Framed stages: input partitions feeding this one (0: unknown, release at once).
-        self.sources = 0
+        #: Framed stages: source ids of the input partitions feeding this one (set by the worker).
+        self.source_ids: list[int] = []
+        #: Framed stages: wall time (monotonic) of the last release; only decides idle marks.
+        self.released_wall = time.monotonic()
         #: Framed stages: watermark of each source partition, and events waiting for the slowest source.
         self.src_wm: dict[int, int] = {}
         self.heap: list[tuple[int, int, int, bytes]] = []
@@ -153,6 +159,14 @@ class PartitionState:
         except (msgspec.DecodeError, msgspec.ValidationError):
             log.error("%s[%d]@%d: not a bundle, skipped", self.stage.name, self.partition, offset)
             return []
+        if src_p == IDLE_MARK:
+            # a worker saw this partition hold events for long, with sources silent: the
+            # decision (wall clock) is in the log, so rebuilds release exactly the same
+            if wm is not None:
+                for s in self.source_ids:
+                    if self.src_wm.get(s, wm - 1) < wm:
+                        self.src_wm[s] = wm
+            return self._release()
         seen = self.seen.get(src_p, -1)
         heap = self.heap
         for src_o, ts_ms, raw in records:
@@ -169,13 +183,15 @@ class PartitionState:
 
     def _release(self) -> list[Alert]:
         heap = self.heap
-        if not heap or (self.sources and len(self.src_wm) < self.sources):
+        if not heap or len(self.src_wm) < len(self.source_ids):
             return []
         horizon = min(self.src_wm.values()) if self.src_wm else heap[0][0]
         if not self.begun:
             self.begun = True
             begin_at(self.engine, min(self.src_first.values()) if self.src_first else heap[0][0])
         out: list[Alert] = []
+        if heap[0][0] <= horizon:
+            self.released_wall = time.monotonic()
         while heap and heap[0][0] <= horizon:
             _, _, src_o, raw = heapq.heappop(heap)
             try:
@@ -253,4 +269,4 @@ class PartitionState:
         return ok
 
 
-__all__ = ["STATE_VERSION", "PartitionState"]
+__all__ = ["IDLE_MARK", "STATE_VERSION", "PartitionState", "begin_at"]

@@ -116,7 +116,7 @@ class StreamEnv:
                      ) -> WorkerProcess:
         data = data_dir or self.tmp / f"data-{name}"
         w = WorkerProcess(self.bootstrap, self.names, self.app_id, data, self.tmp / f"{name}.log",
-                          ["--checkpoint-interval", "0", *(extra or [])])
+                          ["--checkpoint-interval", "0", "--idle-release", "0", *(extra or [])])
         self.workers.append(w)
         return w
 

@@ -13,7 +13,7 @@ from fleetepi.contract import Crash, Host, decode_event, encode
 from stream.checkpoint import CheckpointStore
 from stream.deadletter import KEEP_BYTES, decode_letter, encode_letter, make_letter, original_value
 from stream.partitioning import bundle, stages, unbundle
-from stream.state import PartitionState
+from stream.state import IDLE_MARK, PartitionState
 
 SIGNATURE = next(s for s in stages() if s.name == "signature")
 
@@ -49,7 +49,7 @@ def source_bundles(events: list[Any], n_sources: int, per_bundle: int) -> list[l
 
 def fold_interleaved(per_source: list[list[bytes]], hosts: Any, seed: int, dup: bool = False) -> PartitionState:
     st = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
-    st.sources = len(per_source)
+    st.source_ids = list(range(len(per_source)))
     queues = [list(b) for b in per_source]
     rng = random.Random(seed)
     offset = 0
@@ -127,3 +127,16 @@ def test_dead_letter_keeps_bytes_and_truncates_big_ones() -> None:
 def test_decoded_events_are_what_was_sent(small_stream: list[Any]) -> None:
     crash = next(e for e in small_stream if isinstance(e, Crash))
     assert decode_event(encode(crash)) == crash
+
+
+def test_a_quiet_source_holds_events_until_an_idle_mark(small_stream: list[Any]) -> None:
+    hosts = host_log(small_stream)
+    (only,) = source_bundles(small_stream, n_sources=1, per_bundle=50)
+    st = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    st.source_ids = [0, 1]  # source 1 never sends anything
+    for off, value in enumerate(only):
+        st.apply_bundle(off, value)
+    assert st.heap and not any(st.engine.counts().values())
+    newest = max(st.src_wm.values())
+    st.apply_bundle(len(only), bundle(IDLE_MARK, newest, None, []))
+    assert not st.heap and any(st.engine.counts().values())
