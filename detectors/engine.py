@@ -13,6 +13,7 @@ by the detectors that do not need attributes).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta, timezone
@@ -21,12 +22,17 @@ from typing import Any
 from detectors.base import Detector
 from detectors.config import DetectorConfig
 from detectors.inventory import Inventory
+from detectors.lifecycle import Lifecycle
 from detectors.registry import build_detectors
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
 _KIND_OF: dict[type, str] = {Host: "host", Crash: "crash", Telemetry: "telemetry"}
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
 
 #: Bumped when the layout of ``Engine.snapshot`` changes.
 ENGINE_STATE_VERSION = "engine/1"
@@ -37,10 +43,14 @@ class Engine:
 
     :param config: thresholds and windows (defaults documented in ``DetectorConfig``).
     :param detectors: registry names to run; all of them by default.
+    :param clock_ms: wall clock in epoch ms (tests pin it); see ``_too_far_ahead``.
     """
 
-    def __init__(self, config: DetectorConfig | None = None, detectors: Sequence[str] | None = None) -> None:
+    def __init__(self, config: DetectorConfig | None = None, detectors: Sequence[str] | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self.config = config or DetectorConfig()
+        #: Wall clock, consulted only to tell a far-future timestamp from a gap in event time.
+        self._clock_ms = clock_ms or _wall_clock_ms
         self.inventory = Inventory(max_history=self.config.inventory_history)
         self._dispatch: dict[type, list[Detector]] = {}
         self.detectors = build_detectors(self.config, detectors)
@@ -85,12 +95,26 @@ class Engine:
     def admit(self, event: Event, ts_ms: int) -> str | None:
         """Reason to drop the event, or None to accept it. Flags are counted, not raised."""
         wm = self.watermark_ms
-        if wm is not None:
-            if ts_ms < wm - self._lateness_ms:
-                return "out_of_order"
-            if ts_ms > wm + self._future_ms:
-                return "future_timestamp"
+        if wm is not None and ts_ms < wm - self._lateness_ms:
+            return "out_of_order"
+        if self._too_far_ahead(ts_ms):
+            return "future_timestamp"
         return None
+
+    def _too_far_ahead(self, ts_ms: int) -> bool:
+        """Ahead of both the watermark and the wall clock by more than ``max_future_s``.
+
+        The watermark alone would stall a replay after a quiet day (every
+        later event would be "future"); the wall clock alone would make
+        replays of simulated future fleets fail. Only an event beyond both is
+        garbage (a clock set to 2099). The wall clock is read only for events
+        already past the watermark's limit, so determinism holds for any
+        recording that is not itself dated in the future.
+        """
+        wm = self.watermark_ms
+        if wm is not None and ts_ms <= wm + self._future_ms:
+            return False
+        return ts_ms > self._clock_ms() + self._future_ms
 
     # ------------------------------------------------------------------ processing
     def process(self, event: Event) -> list[Alert]:
@@ -101,7 +125,7 @@ class Engine:
         wm = self.watermark_ms
         out: list[Alert] = []
         if wm is None or ts_ms > wm:
-            if wm is not None and ts_ms > wm + self._future_ms:
+            if (wm is None or ts_ms > wm + self._future_ms) and self._too_far_ahead(ts_ms):
                 return self._reject("future_timestamp", event, ts_ms)
             self.watermark_ms = ts_ms
             if self._next_tick_ms is None:
@@ -147,6 +171,20 @@ class Engine:
             out.extend(det.advance(watermark_ms, self.inventory))
         self._next_tick_ms = watermark_ms - watermark_ms % self._step_ms + self._step_ms
         return out
+
+    def begin(self, start_ms: int) -> None:
+        """Date the stream's start for every detector that has not started yet.
+
+        Detectors count warm-up and a new key's silent history from the
+        stream's start. One process sees the fleet's first announcement; a
+        stream worker's engine for a sparse internal partition may see its
+        first event hours later, and would fire later than the embedded run.
+        The workers call this with the start of the whole stream.
+        """
+        for det in self._detectors:
+            for part in (det, *vars(det).values()):
+                if isinstance(part, Lifecycle) and part.start_ms is None:
+                    part.start(start_ms)
 
     def advance(self, watermark_ms: int) -> list[Alert]:
         """Let event time pass to ``watermark_ms`` without events (idle partitions, end of input)."""

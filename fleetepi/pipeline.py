@@ -185,8 +185,8 @@ class Pipeline:
             return (f"event at {when} is {(wm - ts_ms) / 1000:.0f} s behind the watermark "
                     f"{format_ts(ts_from_ms(wm))} (allowed lateness {cfg.allowed_lateness_s:.0f} s)")
         if reason == "future_timestamp":
-            return (f"event at {when} is {(ts_ms - wm) / 1000:.0f} s ahead of the watermark "
-                    f"{format_ts(ts_from_ms(wm))} (max {cfg.max_future_s:.0f} s)")
+            return (f"event at {when} is more than {cfg.max_future_s:.0f} s ahead of both the watermark "
+                    f"{format_ts(ts_from_ms(wm))} and the wall clock")
         host = getattr(event, "host", "?")
         return f"{_KIND.get(type(event), 'event')} from host {host!r}, never announced by a fleetepi.host/v1 message"
 

@@ -264,7 +264,7 @@ def sick_host_stream(n_hosts: int = 60, hours: float | None = None, seed: int = 
     so the exporter keeps ``fleetepi_alert_active{kind="host_spike"}`` up.
     For the other rules and the dashboard's panels it also holds a libunwind
     crash on BIOS 2.4 only (signature_spike + hardware_correlation), an Xid 79
-    wave in rack r03 and Xid 48 on ``gpu-044`` (telemetry_spike).
+    wave in rack r03 and Xid 13 on ``gpu-044`` (telemetry_spike).
     """
     from detectors import DetectorConfig
     from fleetepi.contract import Crash, Host, Telemetry
@@ -308,9 +308,12 @@ def sick_host_stream(n_hosts: int = 60, hours: float | None = None, seed: int = 
         for k in range(4):
             t = end_s - 3600.0 + rng.uniform(0, 3540.0)
             timed.append((t, Telemetry(ts=t0 + timedelta(seconds=t), host=hosts[i], kind="xid", code=79)))
-    for k in range(12):  # and one GPU host throwing Xid 48 (double-bit ECC)
+    # and one GPU host throwing Xid 13 (graphics engine exception): an application Xid,
+    # a telemetry spike on that host but no evidence of sick hardware, so it must not be
+    # quarantined. (A double-bit ECC Xid 48 storm would rightly make the host sick too.)
+    for k in range(12):
         t = end_s - 3600.0 + k * 280.0
-        timed.append((t, Telemetry(ts=t0 + timedelta(seconds=t), host="gpu-044", kind="xid", code=48, count=3)))
+        timed.append((t, Telemetry(ts=t0 + timedelta(seconds=t), host="gpu-044", kind="xid", code=13, count=3)))
     timed.sort(key=lambda te: te[0])
     out.extend(e for _, e in timed)
     return out

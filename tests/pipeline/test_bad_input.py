@@ -39,8 +39,9 @@ BAD_LINES = [
      "invalid_field"),
     # 40 minutes behind the watermark (allowed lateness is 10 minutes)
     (crash_line("h1", -35), "out_of_order"),
-    # two days ahead of the watermark (max_future_s is one day)
-    (crash_line("h1", 2 * 24 * 60), "future_timestamp"),
+    # a host whose clock says 2099: ahead of the watermark and of the wall clock by over a day
+    (orjson.dumps({"schema": "fleetepi.crash/v1", "ts": "2099-01-01T00:00:00Z", "host": "h1", "signature": "x"}),
+     "future_timestamp"),
     # a crash from a host that was never announced: flagged, but still used
     (crash_line("ghost", 5), "unknown_host"),
     (telemetry_line("ghost", 5), "unknown_host"),
@@ -124,3 +125,29 @@ def test_good_config_is_used(tmp_path, write_events) -> None:
     result = CliRunner().invoke(replay_command, ["-i", str(path), "-o", "-", "-c", str(cfg)])
     assert result.exit_code == 0, result.stderr
     assert "out_of_order" not in result.stderr
+
+
+def test_a_quiet_day_in_event_time_does_not_stall_the_replay() -> None:
+    # Two days without events (a recording with an outage) is a gap, not a future
+    # timestamp: every event after it is used, none is flagged.
+    day = 24 * 60
+    pipe = Pipeline()
+    pipe.run([host_line("h1", -10 * day), crash_line("h1", -10 * day + 5), crash_line("h1", -8 * day),
+              crash_line("h1", -8 * day + 1)])
+    pipe.finish()
+    assert pipe.summary.invalid == {}
+    assert pipe.summary.events["crash"] == 3
+
+
+def test_future_is_judged_against_the_wall_clock_too() -> None:
+    from detectors import Engine
+    from fleetepi.contract import decode_event
+
+    # With the wall clock pinned before the stream, an event two days past the
+    # watermark is beyond both and is refused; pinned after it, the same event is a gap.
+    for now_ms, expected in ((0, "future_timestamp"), (2**62, None)):
+        eng = Engine(clock_ms=lambda now_ms=now_ms: now_ms)
+        eng.process(decode_event(host_line("h1", 0)))
+        eng.process(decode_event(crash_line("h1", 5)))
+        eng.process(decode_event(crash_line("h1", 2 * 24 * 60)))
+        assert (next(iter(eng.invalid), None)) == expected
