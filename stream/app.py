@@ -31,6 +31,7 @@ from typing import Any
 from detectors import DetectorConfig, Inventory
 from fleetepi.contract import Crash, Telemetry, decode_event, encode
 from fleetepi.exceptions import InvalidMessage
+from stream.batches import ack_all, batches, subscribe
 from stream.checkpoint import CheckpointStore
 from stream.deadletter import encode_letter, make_letter
 from stream.hostfeed import HostFeed
@@ -156,13 +157,14 @@ class StreamWorker:
         app = self.app
         for stage in self.stages:
             self._install_stage(stage)
-        hosts_topic = app.topic(self.names.hosts, value_serializer="raw", key_serializer="raw")
+        hosts_chan = subscribe(app, self.names.hosts, self._queue_size)
 
-        async def hosts(stream: Any) -> None:
-            async for events in stream.take_events(self.settings.batch_max, self.settings.batch_within_s):
-                await self._hosts_batch(events)
+        async def hosts() -> None:
+            async for msgs in batches(app, hosts_chan, self.settings.batch_max, self.settings.batch_within_s):
+                await self._hosts_batch(msgs)
+                ack_all(app, msgs)
 
-        app.agent(hosts_topic, name="fleetepi.hosts")(hosts)
+        app.task(hosts)
 
         async def hostfeed() -> None:
             await self.hostfeed.run()
@@ -192,17 +194,24 @@ class StreamWorker:
         app.page("/fleetepi/counts/")(counts_view)
         app.page("/fleetepi/status/")(status_view)
 
+    @property
+    def _queue_size(self) -> int:
+        return max(4096, 2 * self.settings.batch_max)
+
     def _install_stage(self, stage: Stage) -> None:
-        topic = self.app.topic(stage.topic, value_serializer="raw", key_serializer="raw")
+        """One task per stage drains its raw channel in batches (``stream.batches``: no faust stream)."""
+        app = self.app
+        chan = subscribe(app, stage.topic, self._queue_size)
         batch_max, within = self.settings.batch_max, self.settings.batch_within_s
 
-        async def agent(stream: Any) -> None:
-            async for events in stream.take_events(batch_max, within):
+        async def run_stage() -> None:
+            async for msgs in batches(app, chan, batch_max, within):
                 if not self.hostfeed.ready.is_set():
                     await self.hostfeed.ready.wait()
-                await self._batch(stage, events)
+                await self._batch(stage, msgs)
+                ack_all(app, msgs)
 
-        self.app.agent(topic, name=f"fleetepi.{stage.name}")(agent)
+        app.task(run_stage)
 
     # ------------------------------------------------------------------ state
     def _state(self, stage: Stage, partition: int) -> PartitionState:
@@ -293,11 +302,10 @@ class StreamWorker:
         self.pipeline.count_invalid(reason)
 
     # ------------------------------------------------------------------ batches
-    async def _batch(self, stage: Stage, events: Sequence[Any]) -> None:
+    async def _batch(self, stage: Stage, messages: Sequence[Any]) -> None:
         t0 = time.perf_counter()
         by_part: dict[int, list[Any]] = {}
-        for ev in events:
-            m = ev.message
+        for m in messages:
             by_part.setdefault(m.partition, []).append(m)
         send = self.app.producer.send
         alerts_topic = self.names.alerts
@@ -377,10 +385,9 @@ class StreamWorker:
                     pending.append(await send(topic, key, value, target, None, None))
         return out
 
-    async def _hosts_batch(self, events: Sequence[Any]) -> None:
+    async def _hosts_batch(self, messages: Sequence[Any]) -> None:
         pending = []
-        for ev in events:
-            m = ev.message
+        for m in messages:
             if m.value is None:
                 continue  # compaction tombstone: a host removed from the inventory topic
             try:

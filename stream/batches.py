@@ -29,8 +29,12 @@ import faust
 class RawTopic(faust.Topic):
     """A topic channel whose queue holds the conductor's messages themselves."""
 
-    async def decode(self, message: Any, *, propagate: bool = False) -> Any:
-        return message
+    def _compile_decode(self) -> None:
+        # faust.Topic compiles ``decode`` from its schema into an instance attribute
+        async def decode(message: Any, *, propagate: bool = False) -> Any:
+            return message
+
+        self.decode = decode  # type: ignore[method-assign]
 
 
 def subscribe(app: Any, topic: str, maxsize: int) -> RawTopic:
