@@ -269,6 +269,7 @@ def main() -> None:
     ap.add_argument("--latency-days", type=float, default=2.0, help="days of events in the latency run")
     ap.add_argument("--latency-hosts", type=int, help="fleet size of the latency run (default: --hosts)")
     ap.add_argument("--skip-throughput", action="store_true", help="only the latency run")
+    ap.add_argument("--skip-latency", action="store_true", help="only the throughput run")
     ap.add_argument("--batch-max", type=int, default=2000)
     ap.add_argument("--batch-within", type=float, default=0.05)
     ap.add_argument("--json", type=Path)
@@ -290,11 +291,13 @@ def main() -> None:
         if not args.skip_throughput:
             write_jsonl(simulate(SimConfig(hosts=args.hosts, days=args.days, seed=11)), events)
         lat_events = work / "latency.jsonl"
-        write_jsonl(simulate(SimConfig(hosts=args.latency_hosts or args.hosts, days=args.latency_days, seed=12)),
-                    lat_events)
+        if not args.skip_latency:
+            write_jsonl(simulate(SimConfig(hosts=args.latency_hosts or args.hosts, days=args.latency_days,
+                                           seed=12)), lat_events)
         thr = None if args.skip_throughput else bench_throughput(broker, bootstrap, events, work, args.batch_max,
                                                                    args.batch_within)
-        lat = bench_latency(broker, bootstrap, lat_events, work, args.rate, args.batch_max, args.batch_within)
+        lat = None if args.skip_latency else bench_latency(broker, bootstrap, lat_events, work, args.rate,
+                                                           args.batch_max, args.batch_within)
     finally:
         if info is not None:
             devbroker.stop(work / "kafka")
@@ -306,6 +309,9 @@ def main() -> None:
               f"ratio {thr['ratio_input']:.2f}")
         print(f"  worker, all detector stages        {thr['worker_end_to_end_events_per_s']:10,.0f} events/s  "
               f"ratio {thr['ratio_end_to_end']:.2f}")
+    if lat is None:
+        print(f"machine: {figures['machine']}")
+        return
     print(f"latency at {lat['rate_target']:,.0f} events/s (achieved {lat['rate_achieved']:,.0f}), "
           f"{lat['events']:,} events:")
     print(f"  produce -> alert on the alerts topic: p50 {lat['alert_latency_p50_s']:.3f} s  "

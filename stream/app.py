@@ -34,6 +34,7 @@ from fleetepi.exceptions import InvalidMessage
 from stream.batches import ack_all, batches, subscribe
 from stream.checkpoint import CheckpointStore
 from stream.deadletter import encode_letter, make_letter
+from stream.fastconsumer import FastApp
 from stream.hostfeed import HostFeed
 from stream.metrics import StreamMetrics
 from stream.partitioning import Stage, bundle, stages
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 
 #: Most forwarded events in one bundle (keeps an internal record well under 1 MiB).
 BUNDLE_MAX = 500
+
+#: How often an input partition read to its end tells the detector stages so (when it has not yet).
+CAUGHT_UP_INTERVAL_S = 0.2
 
 
 def bootstrap_of(broker: str) -> str:
@@ -129,8 +133,6 @@ class StreamWorker:
     """
 
     def __init__(self, settings: WorkerSettings, metrics: StreamMetrics | None = None) -> None:
-        import faust
-
         self.settings = settings
         self.names = settings.topics
         self.inventory = Inventory(max_history=settings.config.inventory_history)
@@ -148,7 +150,7 @@ class StreamWorker:
         self.stages: Sequence[Stage] = stages(self.names)
         self.hostfeed = HostFeed(settings.bootstrap, self.inventory, self.names.hosts,
                                  on_change=self.pipeline.set_hosts)
-        self.app = faust.App(settings.app_id, **faust_settings(settings))
+        self.app = FastApp(settings.app_id, **faust_settings(settings))
         self.worker_name = f"{settings.app_id}@{settings.web_port}"
         self._install()
 
@@ -187,6 +189,11 @@ class StreamWorker:
                 await self._idle_marks()
 
             app.timer(interval=max(0.5, self.settings.idle_release_s / 2))(idle_marks)
+
+            async def caught_up_marks() -> None:
+                await self._caught_up_marks()
+
+            app.timer(interval=CAUGHT_UP_INTERVAL_S)(caught_up_marks)
 
         self._on_assigned = on_assigned  # keep a strong reference
         app.on_partitions_assigned.connect(on_assigned)
@@ -374,16 +381,59 @@ class StreamWorker:
             else:
                 pipeline.count_event("telemetry")
                 pipeline.observe_telemetry(event, attributes_at(event.host, ts))  # type: ignore[arg-type,union-attr]
+        await self._forward(stage, st, p, fwd, pending)
+        return out
+
+    def _caught_up(self, topic: str, st: PartitionState) -> bool:
+        """Has this worker folded its input partition up to the end of the log (as last fetched)?"""
+        if self.settings.idle_release_s <= 0:
+            return False  # replays stay exact: the merge waits for every source
+        hw = self._highwater(topic, st.partition)
+        return hw is not None and st.next_offset >= hw
+
+    async def _forward(self, stage: Stage, st: PartitionState, p: int,
+                       fwd: list[dict[int, list[tuple[int, int, bytes]]]], pending: list[Any]) -> None:
+        """Send one input partition's bundles: one per internal partition, empty or not (watermark)."""
         send = self.app.producer.send
         src = stage.source_base + p
         key = b"%d" % src
-        for i, (topic, _) in enumerate(forwards):
+        caught_up = st.caught_up_sent = self._caught_up(stage.topic, st)
+        for i, (topic, _) in enumerate(stage.forwards):
             for target in range(await self._n_partitions(topic)):
                 records = fwd[i].get(target, [])
                 for j in range(0, max(len(records), 1), BUNDLE_MAX):
-                    value = bundle(src, st.fwd_wm, st.fwd_first, records[j:j + BUNDLE_MAX])
+                    value = bundle(src, st.fwd_wm, st.fwd_first, records[j:j + BUNDLE_MAX], caught_up)
                     pending.append(await send(topic, key, value, target, None, None))
-        return out
+
+    async def _caught_up_marks(self) -> None:
+        """Tell the detector stages when an owned input partition has been read to its end.
+
+        The event-time merge of a detector stage waits for the slowest
+        source partition; a quiet one (crashes are sparse) would hold every
+        alert until its next event, or until an idle mark. An input
+        partition whose position reached the log end sends (once, until it
+        forwards events again) empty bundles flagged ``caught_up``, and the
+        merge stops waiting for it (``PartitionState._horizon``), as Kafka
+        Streams does not wait for a caught-up partition. The flag is in the
+        log: a rebuild folds the same.
+        """
+        if not self.assigned or not self.hostfeed.ready.is_set():
+            return
+        pending: list[Any] = []
+        for stage in self.stages:
+            if stage.framed:
+                continue
+            for p in range(await self._n_partitions(stage.topic)):
+                if (stage.topic, p) not in self.assigned:
+                    continue
+                st = self._state(stage, p)
+                if st.caught_up_sent or not self._caught_up(stage.topic, st):
+                    continue
+                async with st.lock:
+                    if not st.caught_up_sent and (stage.topic, p) in (self.assigned or ()):
+                        await self._forward(stage, st, p, [{} for _ in stage.forwards], pending)
+        if pending:
+            await asyncio.gather(*pending)
 
     async def _hosts_batch(self, messages: Sequence[Any]) -> None:
         pending = []

@@ -105,14 +105,30 @@ def stages(names: TopicNames | None = None) -> tuple[Stage, ...]:
     )
 
 
-_bundle_enc = msgspec.msgpack.Encoder()
-_bundle_dec = msgspec.msgpack.Decoder(tuple[int, int | None, int | None, list[tuple[int, int, bytes]]])
-
 #: One forwarded event in a bundle: (source offset, event time ms, original bytes).
 Forwarded = tuple[int, int, bytes]
 
 
-def bundle(partition: int, watermark_ms: int | None, first_ms: int | None, records: list[Forwarded]) -> bytes:
+class Bundle(msgspec.Struct, array_like=True, frozen=True):
+    """A decoded bundle; ``caught_up`` is absent (False) in the bundles of older workers.
+
+    :param caught_up: the source partition was read to its end when this was sent:
+        the event-time merge need not wait for it (``stream.state``).
+    """
+
+    source: int
+    watermark_ms: int | None
+    first_ms: int | None
+    records: list[Forwarded]
+    caught_up: bool = False
+
+
+_bundle_enc = msgspec.msgpack.Encoder()
+_bundle_dec = msgspec.msgpack.Decoder(Bundle)
+
+
+def bundle(partition: int, watermark_ms: int | None, first_ms: int | None, records: list[Forwarded],
+           caught_up: bool = False) -> bytes:
     """One internal record: ``(src partition, src watermark, src first ts, [(src offset, ts_ms, raw), ...])``.
 
     Why bundles: faust's per-record cost (~100 µs here) is the bottleneck of
@@ -124,10 +140,12 @@ def bundle(partition: int, watermark_ms: int | None, first_ms: int | None, recor
     merge its sources in event-time order (``stream.state``), and the time of
     the first event it ever forwarded (the stream's start is the earliest).
     """
+    if caught_up:
+        return _bundle_enc.encode((partition, watermark_ms, first_ms, records, True))
     return _bundle_enc.encode((partition, watermark_ms, first_ms, records))
 
 
-def unbundle(value: bytes) -> tuple[int, int | None, int | None, list[Forwarded]]:
+def read_bundle(value: bytes) -> Bundle:
     """Inverse of :func:`bundle`.
 
     :raises msgspec.DecodeError: not a bundle (only workers write these topics).
@@ -135,5 +153,11 @@ def unbundle(value: bytes) -> tuple[int, int | None, int | None, list[Forwarded]
     return _bundle_dec.decode(value)
 
 
-__all__ = ["SOURCE_BASE", "Forwarded", "Stage", "bundle", "cohort_key", "detectors_for", "host_key", "signature_key",
+def unbundle(value: bytes) -> tuple[int, int | None, int | None, list[Forwarded]]:
+    """:func:`read_bundle` as a plain tuple, without the caught-up flag."""
+    b = _bundle_dec.decode(value)
+    return b.source, b.watermark_ms, b.first_ms, b.records
+
+
+__all__ = ["SOURCE_BASE", "Bundle", "Forwarded", "Stage", "bundle", "read_bundle", "cohort_key", "detectors_for", "host_key", "signature_key",
            "stages", "unbundle"]

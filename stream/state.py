@@ -41,7 +41,7 @@ import msgspec
 from detectors import DetectorConfig, Engine, Inventory
 from fleetepi.contract import Alert, Event, decode_event
 from fleetepi.exceptions import InvalidMessage
-from stream.partitioning import Stage, unbundle
+from stream.partitioning import Stage, read_bundle
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 IDLE_MARK = -1
 
 #: Bumped when the layout of :meth:`PartitionState.snapshot` changes.
-STATE_VERSION = "partition/2"
+STATE_VERSION = "partition/3"
 
 
 def begin_at(engine: Engine, start_ms: int) -> None:
@@ -109,12 +109,16 @@ class PartitionState:
         self.src_wm: dict[int, int] = {}
         self.heap: list[tuple[int, int, int, bytes]] = []
         self.src_first: dict[int, int] = {}
+        #: Framed stages: sources whose last bundle said "read to the end" (they hold nobody back).
+        self.src_idle: set[int] = set()
         #: Framed stages: the detectors were told the stream's start (:func:`begin_at`).
         self.begun = False
         #: Input stages: first event time forwarded (sent with every bundle).
         self.fwd_first: int | None = None
         #: Input stages: largest event time forwarded (the watermark sent with every bundle).
         self.fwd_wm: int | None = None
+        #: Input stages: the last bundles sent said "read to the end" (``caught_up``).
+        self.caught_up_sent = False
         #: events a detector raised on (logged; the event is skipped, the partition goes on).
         self.errors = 0
 
@@ -155,10 +159,11 @@ class PartitionState:
         """
         self.next_offset = offset + 1
         try:
-            src_p, wm, first, records = unbundle(value or b"")
+            b = read_bundle(value or b"")
         except (msgspec.DecodeError, msgspec.ValidationError):
             log.error("%s[%d]@%d: not a bundle, skipped", self.stage.name, self.partition, offset)
             return []
+        src_p, wm, first, records = b.source, b.watermark_ms, b.first_ms, b.records
         if src_p == IDLE_MARK:
             # a worker saw this partition hold events for long, with sources silent: the
             # decision (wall clock) is in the log, so rebuilds release exactly the same
@@ -179,13 +184,50 @@ class PartitionState:
             self.src_wm[src_p] = wm
         if first is not None and src_p not in self.src_first:
             self.src_first[src_p] = first
+        if b.caught_up:
+            self.src_idle.add(src_p)
+        else:
+            self.src_idle.discard(src_p)
         return self._release()
+
+    def _horizon(self) -> int | None:
+        """Event time up to which every source has passed (None: some source still holds all back).
+
+        A source that was read to its end when it last sent (``caught_up``)
+        holds nobody back: waiting for it would wait for its next event, which
+        may come hours of event time later (a quiet crash partition). Its
+        later events that are older than the horizon are folded as late
+        events, as in the embedded run; the flag is in the log, so a rebuild
+        releases exactly the same.
+        """
+        wms, idle = self.src_wm, self.src_idle
+        waiting: list[int] = []
+        for s in self.source_ids:
+            if s in idle:
+                continue
+            wm = wms.get(s)
+            if wm is None:
+                return None
+            waiting.append(wm)
+        if waiting:
+            return min(waiting)
+        if wms:
+            return max(wms.values())
+        return self.heap[0][0] if self.heap else None
 
     def _release(self) -> list[Alert]:
         heap = self.heap
-        if not heap or len(self.src_wm) < len(self.source_ids):
+        if not heap:
             return []
-        horizon = min(self.src_wm.values()) if self.src_wm else heap[0][0]
+        if not self.src_idle:
+            if len(self.src_wm) < len(self.source_ids):
+                return []
+            horizon = min(self.src_wm.values()) if self.src_wm else heap[0][0]
+        else:
+            found = self._horizon()
+            if found is None:
+                return []
+            horizon = found
         if not self.begun:
             self.begun = True
             begin_at(self.engine, min(self.src_first.values()) if self.src_first else heap[0][0])
@@ -243,7 +285,8 @@ class PartitionState:
                 "next_offset": self.next_offset, "seen": {str(k): v for k, v in self.seen.items()},
                 "src_wm": {str(k): v for k, v in self.src_wm.items()}, "heap": [list(h) for h in self.heap],
                 "fwd_wm": self.fwd_wm, "fwd_first": self.fwd_first, "begun": self.begun,
-                "src_first": {str(k): v for k, v in self.src_first.items()}, "engine": eng}
+                "src_first": {str(k): v for k, v in self.src_first.items()}, "src_idle": sorted(self.src_idle),
+                "engine": eng}
 
     def restore(self, snap: dict[str, Any]) -> bool:
         """Load a :meth:`snapshot`; False (state untouched) if it is of another version, stage or config."""
@@ -266,6 +309,7 @@ class PartitionState:
             self.fwd_first = snap["fwd_first"]
             self.begun = bool(snap["begun"])
             self.src_first = {int(k): int(v) for k, v in snap["src_first"].items()}
+            self.src_idle = {int(s) for s in snap.get("src_idle", ())}
         return ok
 
 
