@@ -25,6 +25,18 @@ def hook_command(config_path: str, listen: str | None, dry_run: bool) -> None:
 
     The bearer token comes from the config's token_file or token_env, never
     from the command line. Every decision goes to the JSON-lines audit log.
+
+    Safety first: the circuit breaker stops acting after N hosts or X % of the
+    fleet per window (and pages through fleetepi_hook_circuit_open), allow and
+    deny lists filter hosts, and --dry-run logs what would have run.
+
+    \b
+    Examples:
+      fleetepi hook --config deploy/hook/hook.example.yaml --dry-run
+      fleetepi hook --config /etc/fleetepi/hook.yaml --listen 0.0.0.0:9109
+      curl -s localhost:9109/healthz
+    Point an Alertmanager webhook receiver at http://HOST:9109/alerts
+    (see deploy/alertmanager/alertmanager.yml).
     """
     import msgspec
 
