@@ -69,6 +69,52 @@ async def count(stream):
 Worker(app, loglevel="warning", quiet=True, redirect_stdouts=False).execute_from_commandline()
 '''
 
+#: The same count through the worker's consumer path (stream.batches, and stream.fastconsumer with
+#: --fast-consumer): what a worker could reach if its own work were free.
+BARE_RAW = r'''
+import sys, time, os
+from faust.worker import Worker
+from stream.batches import ack_all, batches, subscribe
+import faust
+from stream.fastconsumer import FastApp
+broker, prefix, total, batch, within, datadir = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+app = (FastApp if os.environ.get("FLEETEPI_BENCH_FAST") else faust.App)("bareraw-" + prefix, broker=broker, value_serializer="raw", key_serializer="raw", web_enabled=False,
+              consumer_auto_offset_reset="earliest", topic_disable_leader=True, topic_allow_declare=False,
+              stream_wait_empty=False, broker_session_timeout=10, broker_rebalance_timeout=10,
+              broker_heartbeat_interval=1, datadir=datadir, stream_buffer_maxsize=max(4096, 2 * batch),
+              consumer_max_fetch_size=16 << 20)
+state = {"n": 0, "t0": None}
+def counter(chan):
+    async def count():
+        async for msgs in batches(app, chan, batch, within):
+            if state["t0"] is None:
+                state["t0"] = time.perf_counter()
+            ack_all(app, msgs)
+            state["n"] += len(msgs)
+            if state["n"] >= total:
+                print("BARE", state["n"], time.perf_counter() - state["t0"], flush=True)
+                os._exit(0)
+    return count
+for t in ("fleetepi.crashes", "fleetepi.telemetry"):
+    app.task(counter(subscribe(app, prefix + t, max(4096, 2 * batch))))
+Worker(app, loglevel="warning", quiet=True, redirect_stdouts=False).execute_from_commandline()
+'''
+
+
+def run_bare(script_text: str, name: str, broker: str, prefix: str, inputs: int, batch: int, within: float,
+             work: Path) -> float:
+    """Run one counting consumer over the backlog in its own process: records/s."""
+    script = work / f"{name}.py"
+    script.write_text(script_text)
+    out = subprocess.run([sys.executable, str(script), broker, prefix, str(inputs), str(batch), str(within),
+                          str(work / f"{name}-data")], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "FLEETEPI_BENCH_FAST": "1" if FAST_CONSUMER else ""})
+    line = next((ln[ln.index("BARE"):] for ln in out.stdout.splitlines() if "BARE" in ln), None)
+    if line is None:
+        raise SystemExit(f"{name} failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
+    _, n, secs = line.split()[:3]
+    return int(n) / float(secs)
+
 
 def free_port() -> int:
     from stream.devbroker import free_port as fp
@@ -84,11 +130,16 @@ def status(port: int) -> dict[str, Any] | None:
         return None
 
 
+#: Workers run with --fast-consumer (set by the command line).
+FAST_CONSUMER = False
+
+
 def start_worker(broker: str, prefix: str, data: Path, batch: int, within: float) -> tuple[subprocess.Popen, int]:
     web = free_port()
     cmd = [sys.executable, "-m", "fleetepi.cli", "worker", "--broker", broker, "--app-id", f"bench-{prefix}",
            "--topic-prefix", prefix, "--web-port", str(web), "--no-metrics", "--data-dir", str(data),
-           "--batch-max", str(batch), "--batch-within", str(within), "--checkpoint-interval", "0"]
+           "--batch-max", str(batch), "--batch-within", str(within), "--checkpoint-interval", "0",
+           *(["--fast-consumer"] if FAST_CONSUMER else [])]
     log = open(data.parent / f"worker-{prefix}.log", "ab")
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), web
 
@@ -111,7 +162,8 @@ def internal_ends(bootstrap: str, names: Any) -> int:
         cons.close()
 
 
-def bench_throughput(broker: str, bootstrap: str, events: Path, work: Path, batch: int, within: float) -> dict[str, Any]:
+def bench_throughput(broker: str, bootstrap: str, events: Path, work: Path, batch: int, within: float,
+                     workers: int = 1) -> dict[str, Any]:
     from stream.publish import publish_file
     from stream.topics import TopicNames, ensure_topics, topic_specs
 
@@ -119,28 +171,25 @@ def bench_throughput(broker: str, bootstrap: str, events: Path, work: Path, batc
     ensure_topics(bootstrap, topic_specs(names, 4))
     stats = publish_file(events, bootstrap, names)
     inputs = stats.sent[names.crashes] + stats.sent[names.telemetry]
-    # (a) bare agent
-    script = work / "bare.py"
-    script.write_text(BARE)
-    out = subprocess.run([sys.executable, str(script), broker, names.prefix, str(inputs), str(batch), str(within),
-                          str(work / "bare-data")], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    line = next((ln[ln.index("BARE"):] for ln in out.stdout.splitlines() if "BARE" in ln), None)
-    if line is None:
-        raise SystemExit(f"bare agent failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
-    _, n, secs = line.split()[:3]
-    bare_rate = int(n) / float(secs)
-    # (b) the worker, same backlog
-    data = work / "worker-data"
-    proc, web = start_worker(broker, names.prefix, data, batch, within)
+    # (a) bare agent (stock faust stream), (a') the same count through the worker's consumer path
+    bare_rate = run_bare(BARE, "bare", broker, names.prefix, inputs, batch, within, work)
+    raw_rate = run_bare(BARE_RAW, "bare-raw", broker, names.prefix, inputs, batch, within, work)
+    # (b) the worker(s), same backlog, one consumer group
+    procs = [start_worker(broker, names.prefix, work / f"worker-data-{i}", batch, within) for i in range(workers)]
+    if workers > 1:  # every worker has joined before the clock starts (else the first takes all)
+        while any(status(web) is None for _, web in procs):
+            time.sleep(0.05)
     try:
         t_first = t_inputs = None
+        n_first = 0
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
-            st = status(web)
-            if st:
+            sts = [status(web) for _, web in procs]
+            if all(sts):
+                st = {"positions": {f"{k}@{i}": v for i, x in enumerate(sts) for k, v in x["positions"].items()}}
                 n_in = folded(st, ("crashes", "telemetry"))
                 if n_in and t_first is None:
-                    t_first = time.perf_counter()
+                    t_first, n_first = time.perf_counter(), n_in  # rates count what came after this poll
                 if t_inputs is None and n_in >= inputs:
                     t_inputs = time.perf_counter()
                     ends = internal_ends(bootstrap, names)
@@ -151,12 +200,16 @@ def bench_throughput(broker: str, bootstrap: str, events: Path, work: Path, batc
         else:
             raise SystemExit("worker did not drain the backlog in 15 minutes")
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        for proc, _ in procs:
+            proc.terminate()
+        for proc, _ in procs:
+            proc.wait(timeout=60)
     assert t_first is not None and t_inputs is not None
-    in_rate = inputs / (t_inputs - t_first)
-    all_rate = inputs / (t_all - t_first)
-    return {"events": inputs, "bare_events_per_s": bare_rate, "worker_input_events_per_s": in_rate,
+    in_rate = (inputs - n_first) / (t_inputs - t_first)
+    all_rate = (inputs - n_first) / (t_all - t_first)
+    return {"events": inputs, "workers": workers, "bare_events_per_s": bare_rate, "bare_raw_events_per_s": raw_rate,
+            "ratio_input_raw": in_rate / raw_rate, "ratio_end_to_end_raw": all_rate / raw_rate,
+            "worker_input_events_per_s": in_rate,
             "worker_end_to_end_events_per_s": all_rate, "ratio_input": in_rate / bare_rate,
             "ratio_end_to_end": all_rate / bare_rate}
 
@@ -181,7 +234,7 @@ def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: f
     sent_at: dict[int, float] = {}
     lags: list[float] = []
 
-    async def publish() -> int:
+    async def publish() -> tuple[int, float]:
         pub = Publisher(bootstrap)
         await pub.start()
         stats = PublishStats()
@@ -202,9 +255,13 @@ def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: f
                     samples.append((time.time(), folded(st, ("crashes", "telemetry"))))
                 await asyncio.sleep(0.1)
 
-        poller = asyncio.ensure_future(poll())
+        # decoded and routed before the clock starts: the publisher shares the 2 cores with the worker
         ts_of = msgspec.json.Decoder(_Ts).decode
-        for topic, key, value in routed_lines(events, names, False, stats):
+        routed = [(topic, key, value, int(ts_of(value).ts.timestamp() * 1000))
+                  for topic, key, value in routed_lines(events, names, False, stats)]
+        start = time.perf_counter()
+        poller = asyncio.ensure_future(poll())
+        for topic, key, value, ts_ms in routed:
             n += 1
             if n % 16 == 0:
                 ahead = n / rate - (time.perf_counter() - start)
@@ -212,12 +269,12 @@ def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: f
                     await pub.send_open()
                     await asyncio.sleep(ahead)
             now = time.time()
-            ts_ms = int(ts_of(value).ts.timestamp() * 1000)
             sent_at.setdefault(ts_ms, now)
             if n % 500 == 0:
                 marks.append((now, n))
             await pub.add(topic, key, value, int(now * 1000))
         await pub.flush()
+        paced_s = time.perf_counter() - start
         await pub.stop()
         publishing = False
         await poller
@@ -228,12 +285,10 @@ def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: f
                 i += 1
             if i < len(samples):
                 lags.append(samples[i][0] - t_pub)
-        return n
+        return n, paced_s
 
     try:
-        t0 = time.perf_counter()
-        n = asyncio.run(publish())
-        elapsed = time.perf_counter() - t0
+        n, elapsed = asyncio.run(publish())
         time.sleep(3)
         from kafka import KafkaConsumer, TopicPartition
 
@@ -270,10 +325,14 @@ def main() -> None:
     ap.add_argument("--latency-hosts", type=int, help="fleet size of the latency run (default: --hosts)")
     ap.add_argument("--skip-throughput", action="store_true", help="only the latency run")
     ap.add_argument("--skip-latency", action="store_true", help="only the throughput run")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes (one group) in the throughput run")
     ap.add_argument("--batch-max", type=int, default=2000)
     ap.add_argument("--batch-within", type=float, default=0.05)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--fast-consumer", action="store_true", help="workers with the experimental --fast-consumer")
     args = ap.parse_args()
+    global FAST_CONSUMER
+    FAST_CONSUMER = args.fast_consumer
 
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
     from stream import devbroker
@@ -295,7 +354,7 @@ def main() -> None:
             write_jsonl(simulate(SimConfig(hosts=args.latency_hosts or args.hosts, days=args.latency_days,
                                            seed=12)), lat_events)
         thr = None if args.skip_throughput else bench_throughput(broker, bootstrap, events, work, args.batch_max,
-                                                                   args.batch_within)
+                                                                   args.batch_within, args.workers)
         lat = None if args.skip_latency else bench_latency(broker, bootstrap, lat_events, work, args.rate,
                                                            args.batch_max, args.batch_within)
     finally:
@@ -305,10 +364,12 @@ def main() -> None:
     if thr is not None:
         print(f"throughput over {thr['events']:,} input events (same backlog, same batching):")
         print(f"  bare faust agent (count only)      {thr['bare_events_per_s']:10,.0f} events/s")
+        print(f"  same count, worker's consumer path {thr['bare_raw_events_per_s']:10,.0f} events/s")
+        print(f"  {thr['workers']} worker process(es):")
         print(f"  worker, input stages folded        {thr['worker_input_events_per_s']:10,.0f} events/s  "
-              f"ratio {thr['ratio_input']:.2f}")
+              f"ratio {thr['ratio_input']:.2f} (to the path: {thr['ratio_input_raw']:.2f})")
         print(f"  worker, all detector stages        {thr['worker_end_to_end_events_per_s']:10,.0f} events/s  "
-              f"ratio {thr['ratio_end_to_end']:.2f}")
+              f"ratio {thr['ratio_end_to_end']:.2f} (to the path: {thr['ratio_end_to_end_raw']:.2f})")
     if lat is None:
         print(f"machine: {figures['machine']}")
         return

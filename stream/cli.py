@@ -37,11 +37,15 @@ def _fail(exc: Exception) -> click.ClickException:
 @click.option("--idle-release", default=10.0, show_default=True, type=click.FloatRange(0.0),
               help="Seconds a detector partition waits for a quiet source partition before releasing "
                    "its events anyway (0: wait forever).")
+@click.option("--fast-consumer", is_flag=True,
+              help="EXPERIMENTAL: faust's fetch loop without its per-record race (~1.7x throughput); "
+                   "recovery after kill -9 or a rebalance is not exact with it yet.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Detector settings (YAML or JSON mapping of DetectorConfig fields).")
 def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int, web_port: int, metrics_port: int,
                    no_metrics: bool, bind: str, data_dir: str, batch_max: int, batch_within: float,
-                   checkpoint_interval: float, idle_release: float, config_path: str | None) -> None:
+                   checkpoint_interval: float, idle_release: float, fast_consumer: bool,
+                   config_path: str | None) -> None:
     """Run a stream worker: the detectors on the partitions this worker owns."""
     from detectors import DetectorConfig
     from stream.app import WorkerSettings
@@ -60,6 +64,7 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
                                   web_port=web_port, metrics_port=None if no_metrics else metrics_port, bind=bind,
                                   data_dir=data_dir, batch_max=batch_max, batch_within_s=batch_within,
                                   checkpoint_interval_s=checkpoint_interval, idle_release_s=idle_release,
+                                  fast_consumer=fast_consumer,
                                   config=config)
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         run(settings, loglevel=level)

@@ -8,12 +8,17 @@ consumer's time on this machine (py-spy, docs/bench/stream.md). The race
 exists so that a rebalance (``suspend_flow``) abandons the rest of a fetch.
 
 :class:`FastConsumer` checks ``suspend_flow`` before each record instead
-and awaits the delivery directly. The difference: a delivery already
+and awaits the delivery directly; while it is set (a rebalance is under
+way) it keeps faust's race, so what is delivered or dropped then is what
+faust would. The one difference: a delivery already
 blocked in faust's flow control when a rebalance starts stays blocked
 until the flow resumes, and then puts a record of the old generation in
 the queue, which :func:`stream.batches.batches` drops unacked (as faust's
-stream iterator does); nothing is committed for it. Stopping the worker
-cancels the fetch task as before.
+stream iterator does); nothing is committed for it, and its offset is not
+recorded as read (the partition was sought back to its committed offset
+meanwhile: recording it made the consumer skip records it fetched again,
+which the recovery tests caught). Stopping the worker cancels the fetch
+task as before.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class FastConsumer(faust_aiokafka.Consumer):
         acks_enabled_for = self.app.topics.acks_enabled_for
         commit_every = self._commit_every
         since_yield = 0
+        app = self.app
         try:
             while not (consumer_stopped() or fetcher_stopped()):
                 self.diag.set_flag(CONSUMER_FETCHING)
@@ -62,8 +68,18 @@ class FastConsumer(faust_aiokafka.Consumer):
                     if commit_every is not None and self._n_acked >= commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    if not suspended():
+                    if suspended():
+                        # a rebalance is under way: faust's own race, so that what it
+                        # delivers or drops is exactly what faust would
+                        await self.wait_first(deliver(message), self.suspend_flow.wait())
+                    else:
                         await deliver(message)
+                    if message.generation_id != app.consumer_generation_id:
+                        # Fetched before a rebalance that completed while it was being
+                        # delivered (blocked in flow control): the partition was sought
+                        # back to its committed offset since, and recording this offset
+                        # as read would make the consumer skip what it fetches again.
+                        break
                     read_offset[tp] = offset
                 self.diag.unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 from stream.exceptions import RebuildError
 from stream.state import PartitionState
@@ -23,8 +25,12 @@ log = logging.getLogger(__name__)
 CHUNK = 2000
 
 
-async def catch_up(bootstrap: str, state: PartitionState, until_offset: int, timeout_s: float = 300.0) -> int:
+async def catch_up(bootstrap: str, state: PartitionState, until_offset: int, timeout_s: float = 300.0,
+                   fold: Callable[[Any], None] | None = None) -> int:
     """Fold ``[state.next_offset, until_offset)`` of the state's partition; returns records folded.
+
+    ``fold``: called with each record instead of folding it into the state
+    (which must then advance ``state.next_offset`` itself).
 
     Records before the log start (deleted by retention) are skipped: the
     state then starts at the log start, which is documented as the horizon
@@ -52,7 +58,7 @@ async def catch_up(bootstrap: str, state: PartitionState, until_offset: int, tim
                         state.stage.name, state.partition, start, state.next_offset, start)
             state.next_offset = start
         consumer.seek(tp, state.next_offset)
-        fold = state.fold
+        fold_record = fold or (lambda rec: state.fold(rec.offset, rec.value))
         while state.next_offset < until_offset:
             if time.monotonic() - t0 > timeout_s:
                 raise RebuildError(f"rebuilding {tp.topic}[{tp.partition}] took over {timeout_s:.0f} s "
@@ -62,7 +68,7 @@ async def catch_up(bootstrap: str, state: PartitionState, until_offset: int, tim
                 if rec.offset >= until_offset:
                     break
                 if rec.offset >= state.next_offset:
-                    fold(rec.offset, rec.value)
+                    fold_record(rec)
                     folded += 1
             pos = await consumer.position(tp)
             if pos >= until_offset and state.next_offset < until_offset:

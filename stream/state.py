@@ -142,7 +142,7 @@ class PartitionState:
             return [], None, value, InvalidMessage(
                 "unknown_schema", f"a {schema} message on {self.stage.topic}, which carries "
                                   f"{self.stage.event_type.__name__.lower()} messages only")
-        return self._process(event, offset), event, value, None
+        return self._process(event, offset, event.ts_ms), event, value, None
 
     def apply_bundle(self, offset: int, value: bytes | None) -> list[Alert]:
         """Fold one internal record (a bundle), then release what every source has passed.
@@ -234,13 +234,16 @@ class PartitionState:
         out: list[Alert] = []
         if heap[0][0] <= horizon:
             self.released_wall = time.monotonic()
+        pop, process = heapq.heappop, self._process
         while heap and heap[0][0] <= horizon:
-            _, _, src_o, raw = heapq.heappop(heap)
+            ts_ms, _, src_o, raw = pop(heap)
             try:
                 event = decode_event(raw)
             except InvalidMessage:
                 continue  # validated by the input stage; only others writing this topic could cause it
-            out.extend(self._process(event, src_o))
+            alerts = process(event, src_o, ts_ms)
+            if alerts:
+                out.extend(alerts)
         # Event time passed for every source: let the detectors' clock follow it, as the
         # embedded engine's does on every event (this partition may see one rare key only).
         eng = self.engine
@@ -268,8 +271,9 @@ class PartitionState:
                 cur += 1
             self.hosts_cursor = cur
 
-    def _process(self, event: Event, offset: int) -> list[Alert]:
-        self._sync_hosts(event.ts_ms)
+    def _process(self, event: Event, offset: int, ts_ms: int) -> list[Alert]:
+        if self.hosts_cursor < len(self.hosts):
+            self._sync_hosts(ts_ms)
         try:
             return self.engine.process(event)
         except Exception:  # noqa: BLE001 - a detector bug on one input must not stop the partition

@@ -140,3 +140,24 @@ def test_a_quiet_source_holds_events_until_an_idle_mark(small_stream: list[Any])
     newest = max(st.src_wm.values())
     st.apply_bundle(len(only), bundle(IDLE_MARK, newest, None, []))
     assert not st.heap and any(st.engine.counts().values())
+
+
+def test_a_caught_up_source_holds_nothing_back_until_it_forwards_again(small_stream: list[Any]) -> None:
+    hosts = host_log(small_stream)
+    (only,) = source_bundles(small_stream, n_sources=1, per_bundle=50)
+    st = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    st.source_ids = [0, 1]
+    half = len(only) // 2
+    for off, value in enumerate(only[:half]):
+        st.apply_bundle(off, value)
+    assert st.heap  # source 1 has said nothing: everything waits
+    st.apply_bundle(half, bundle(1, None, None, [], caught_up=True))  # source 1 is at the end of its log
+    assert not st.heap and any(st.engine.counts().values())
+    first_ts = unbundle(only[0])[2]
+    st.apply_bundle(half + 1, bundle(1, first_ts, first_ts, []))  # source 1 behind again: it holds
+    for off, value in enumerate(only[half:], start=half + 2):
+        st.apply_bundle(off, value)
+    assert st.heap
+    again = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    assert again.restore(msgspec.msgpack.decode(msgspec.msgpack.encode(st.snapshot())))
+    assert again.src_idle == st.src_idle == set() and len(again.heap) == len(st.heap)
