@@ -193,8 +193,21 @@ class StreamEnv:
             cons.close()
 
     def drained(self, workers: list[WorkerProcess] | None = None) -> bool:
-        """Have the (live) workers together folded every record of every stage?"""
-        ends = self.end_offsets()
+        """Have the (live) workers together folded every record of every stage, for good?
+
+        An input stage counts a record as folded when it has handed the
+        forwarded bundle to the producer, a moment before the bundle lands in
+        the internal topic; read then, the internal topics look drained one
+        bundle early. So the check must hold twice, a second apart, with the
+        topics' end offsets unchanged in between.
+        """
+        first = self.end_offsets()
+        if not self._drained_at(first, workers):
+            return False
+        time.sleep(1.0)
+        return self.end_offsets() == first and self._drained_at(first, workers)
+
+    def _drained_at(self, ends: dict[str, int], workers: list[WorkerProcess] | None) -> bool:
         stage_topic = {"crashes": self.names.crashes, "telemetry": self.names.telemetry,
                        "signature": self.names.by_signature, "cohort": self.names.by_cohort,
                        "host": self.names.by_host}
