@@ -169,18 +169,24 @@ def _empty_telemetry() -> TelemetryTable:
     return telemetry_table(ts_ms=z, host=z, kind=z, code=z, count=z, value=z, device=z, origin=z)
 
 
+def _periodic(interval_s: float, n: int, start: int, end: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A sample per host every ``interval_s`` in [start, end), each host at its own random phase."""
+    iv = int(interval_s * 1000)
+    phase = rng.integers(0, iv, size=n)
+    k = int(np.ceil((end - start) / iv))
+    ts = (start + phase[:, None] + iv * np.arange(k)[None, :]).ravel()
+    host = np.repeat(np.arange(n, dtype=np.int32), k)
+    keep = ts < end
+    return ts[keep], host[keep]
+
+
 def background_telemetry(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator) -> TelemetryTable:
     n, start, end = len(fleet), cfg.start_ms, cfg.end_ms
     span = end - start
     parts = []
     # Thermal: hottest GPU of the host, every interval, at a per-host phase.
-    iv = int(cfg.thermal_interval_s * 1000)
-    phase = rng.integers(0, iv, size=n)
-    k = int(np.ceil(span / iv))
-    ts = (start + phase[:, None] + iv * np.arange(k)[None, :]).ravel()
-    host = np.repeat(np.arange(n, dtype=np.int32), k)
-    keep = ts < end
-    ts, host = ts[keep], host[keep]
+    ts, host = _periodic(cfg.thermal_interval_s, n, start, end, rng)
     offset = rng.normal(0.0, 3.0, size=n)
     load = daily_factor(ts, cfg.daily_amplitude)
     temp = 40.0 + 28.0 * load / (1 + cfg.daily_amplitude) + offset[host] + rng.normal(0.0, 1.5, size=len(ts))
@@ -188,13 +194,7 @@ def background_telemetry(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator)
     parts.append(telemetry_table(ts_ms=ts, host=host, kind=TK["thermal"], code=-1, count=-1, value=temp,
                                  device=rng.integers(0, catalog.GPUS_PER_HOST, size=len(ts)), origin=BACKGROUND))
     # ECC corrected counter delta, every interval; a few hosts have degrading memory.
-    iv = int(cfg.ecc_interval_s * 1000)
-    phase = rng.integers(0, iv, size=n)
-    k = int(np.ceil(span / iv))
-    ts = (start + phase[:, None] + iv * np.arange(k)[None, :]).ravel()
-    host = np.repeat(np.arange(n, dtype=np.int32), k)
-    keep = ts < end
-    ts, host = ts[keep], host[keep]
+    ts, host = _periodic(cfg.ecc_interval_s, n, start, end, rng)
     ecc_rate = rng.lognormal(np.log(0.03), 1.2, size=n) * (cfg.ecc_interval_s / 3600.0)
     count = rng.poisson(ecc_rate[host])
     dev = rng.integers(0, catalog.GPUS_PER_HOST, size=n)
