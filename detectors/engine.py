@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -43,7 +43,7 @@ class Engine:
 
     :param config: thresholds and windows (defaults documented in ``DetectorConfig``).
     :param detectors: registry names to run; all of them by default.
-    :param clock_ms: wall clock in epoch ms (tests pin it); see ``_too_far_ahead``.
+    :param clock_ms: wall clock in epoch ms (tests pin it); see the admission comment in ``process``.
     """
 
     def __init__(self, config: DetectorConfig | None = None, detectors: Sequence[str] | None = None,
@@ -91,41 +91,21 @@ class Engine:
                 d for d in self._detectors if event_type in getattr(d, "event_types", (Crash, Telemetry))]
         return dets
 
-    # ------------------------------------------------------------------ admission
-    def admit(self, event: Event, ts_ms: int) -> str | None:
-        """Reason to drop the event, or None to accept it. Flags are counted, not raised."""
-        wm = self.watermark_ms
-        if wm is not None and ts_ms < wm - self._lateness_ms:
-            return "out_of_order"
-        if self._too_far_ahead(ts_ms):
-            return "future_timestamp"
-        return None
-
-    def _too_far_ahead(self, ts_ms: int) -> bool:
-        """Ahead of both the watermark and the wall clock by more than ``max_future_s``.
-
-        The watermark alone would stall a replay after a quiet day (every
-        later event would be "future"); the wall clock alone would make
-        replays of simulated future fleets fail. Only an event beyond both is
-        garbage (a clock set to 2099). The wall clock is read only for events
-        already past the watermark's limit, so determinism holds for any
-        recording that is not itself dated in the future.
-        """
-        wm = self.watermark_ms
-        if wm is not None and ts_ms <= wm + self._future_ms:
-            return False
-        return ts_ms > self._clock_ms() + self._future_ms
-
     # ------------------------------------------------------------------ processing
     def process(self, event: Event) -> list[Alert]:
         """Feed one decoded event; return the alerts it (and the time it moved) caused."""
-        # Hot path (bench/replay.py): admission is inlined (same rules as ``admit``),
+        # Hot path (bench/replay.py): admission (too late, too far ahead) is inlined,
         # the event kind is one dict lookup, and the inventory is probed directly.
         ts_ms = (event.ts - _EPOCH) // _MS
         wm = self.watermark_ms
         out: list[Alert] = []
         if wm is None or ts_ms > wm:
-            if (wm is None or ts_ms > wm + self._future_ms) and self._too_far_ahead(ts_ms):
+            # "Far in the future" means beyond both the watermark and the wall clock by
+            # more than max_future_s: the watermark alone would stall a replay after a
+            # quiet day, the wall clock alone would refuse simulated future fleets. The
+            # clock is read only past the watermark's limit, so replays of recordings not
+            # themselves dated in the future stay deterministic.
+            if (wm is None or ts_ms > wm + self._future_ms) and ts_ms > self._clock_ms() + self._future_ms:
                 return self._reject("future_timestamp", event, ts_ms)
             self.watermark_ms = ts_ms
             if self._next_tick_ms is None:
@@ -158,12 +138,6 @@ class Engine:
         if self.on_invalid is not None:
             self.on_invalid(reason, event, ts_ms)
         return []
-
-    def process_many(self, events: Iterable[Event]) -> list[Alert]:
-        out: list[Alert] = []
-        for ev in events:
-            out.extend(self.process(ev))
-        return out
 
     def _tick(self, watermark_ms: int) -> list[Alert]:
         out: list[Alert] = []
@@ -234,10 +208,4 @@ class Engine:
         return {d.name: d.counts() for d in self.detectors}
 
 
-def route_key(detector: Detector, event: Crash | Telemetry) -> str | None:
-    """Partition key of ``event`` for ``detector`` (re-exported for the stream workers)."""
-    return detector.route(event)
-
-
-__all__ = ["ENGINE_STATE_VERSION", "Engine", "route_key"]
-_ = Telemetry  # referenced in type docs
+__all__ = ["ENGINE_STATE_VERSION", "Engine"]
