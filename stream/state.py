@@ -52,27 +52,6 @@ IDLE_MARK = -1
 STATE_VERSION = "partition/3"
 
 
-def begin_at(engine: Engine, start_ms: int) -> None:
-    """Tell the detectors of ``engine`` that the stream started at ``start_ms``.
-
-    The detectors date their warm-up and the prior credit of a new key from
-    the first event *their instance* saw. For an internal partition that
-    receives only a few signatures, that is hours after the stream's start
-    in a small fleet, and its alerts come later than the embedded run's
-    (measured: a hardware_correlation 11 minutes late on a 300-host fleet).
-    Uses ``Engine.begin`` when the engine has it; until then, sets the
-    ``start_ms`` of every detector core that has not started yet.
-    """
-    begin = getattr(engine, "begin", None)
-    if callable(begin):
-        begin(start_ms)
-        return
-    for det in engine.detectors:
-        for obj in (det, *vars(det).values()):
-            if getattr(obj, "start_ms", 0) is None:
-                obj.start_ms = start_ms
-
-
 class PartitionState:
     """Engine + fold position + duplicate filter of one (stage, partition).
 
@@ -111,7 +90,8 @@ class PartitionState:
         self.src_first: dict[int, int] = {}
         #: Framed stages: sources whose last bundle said "read to the end" (they hold nobody back).
         self.src_idle: set[int] = set()
-        #: Framed stages: the detectors were told the stream's start (:func:`begin_at`).
+        #: Framed stages: the detectors were told the stream's start (``Engine.begin``: a sparse
+        #: internal partition would otherwise date warm-up from its own first event, hours late).
         self.begun = False
         #: Input stages: first event time forwarded (sent with every bundle).
         self.fwd_first: int | None = None
@@ -230,7 +210,7 @@ class PartitionState:
             horizon = found
         if not self.begun:
             self.begun = True
-            begin_at(self.engine, min(self.src_first.values()) if self.src_first else heap[0][0])
+            self.engine.begin(min(self.src_first.values()) if self.src_first else heap[0][0])
         out: list[Alert] = []
         if heap[0][0] <= horizon:
             self.released_wall = time.monotonic()
@@ -317,4 +297,4 @@ class PartitionState:
         return ok
 
 
-__all__ = ["IDLE_MARK", "STATE_VERSION", "PartitionState", "begin_at"]
+__all__ = ["IDLE_MARK", "STATE_VERSION", "PartitionState"]
