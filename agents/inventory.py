@@ -4,7 +4,7 @@ Cohorts ("this crash lives only on hosts with BIOS 2.4 in rack r17") are
 built from these attributes, so they are what a hardware correlation can
 find: DMI (BIOS, board, product), CPU model and microcode (silent CPU
 corruption is a per-stepping, per-microcode affair), kernel release, NVML
-(GPU model, count, driver, VBIOS) and static labels from config (rack,
+(GPU model and family, count, driver, VBIOS) and static labels from config (rack,
 datacenter, cluster). Serial numbers are left out on purpose: they make
 every host its own cohort.
 
@@ -77,8 +77,28 @@ def cpu_attributes(cpuinfo: Path) -> dict[str, str]:
     return out
 
 
+#: Vendor word NVML puts before the model: current drivers name an A100
+#: "NVIDIA A100-SXM4-80GB" where older ones said "A100-SXM4-80GB", so with the
+#: prefix kept, a driver upgrade would change every host's gpu_model and make
+#: gpu_model look confounded with driver.
+_GPU_VENDOR = re.compile(r"^(?:NVIDIA\s+)+", re.IGNORECASE)
+#: The chip in a model name: H100, A100, GH200, B200, L40S, V100, A6000.
+_GPU_FAMILY = re.compile(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)(?![\w.])")
+
+
+def gpu_model(name: str) -> str:
+    """NVML's device name without the vendor prefix: "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"."""
+    return _GPU_VENDOR.sub("", " ".join(name.split())) or name
+
+
+def gpu_family(model: str) -> str | None:
+    """The chip of a model, the coarse cohort: "H100 80GB HBM3" -> "H100", "A100-SXM4-80GB" -> "A100"."""
+    m = _GPU_FAMILY.search(model.replace("-", " "))
+    return m.group(1) if m else None
+
+
 def gpu_attributes(nvml: Any) -> dict[str, str]:
-    """GPU model/count/driver/VBIOS; mixed models or VBIOSes are joined with ``,``."""
+    """GPU model/family/count/driver/VBIOS; mixed models or VBIOSes are joined with ``,``."""
     from agents.telemetry.nvml import text
 
     out: dict[str, str] = {}
@@ -90,12 +110,15 @@ def gpu_attributes(nvml: Any) -> dict[str, str]:
         for i in range(n):
             h = nvml.nvmlDeviceGetHandleByIndex(i)
             try:
-                models.add(text(nvml.nvmlDeviceGetName(h)))
+                models.add(gpu_model(text(nvml.nvmlDeviceGetName(h))))
                 vbios.add(text(nvml.nvmlDeviceGetVbiosVersion(h)))
             except nvml.NVMLError as exc:  # one lost GPU must not hide the others
                 log.debug("inventory: GPU %d: %s", i, exc)
         if models:
             out["gpu_model"] = ",".join(sorted(models))[:MAX_VALUE]
+            families = {f for f in map(gpu_family, models) if f}
+            if families:
+                out["gpu_family"] = ",".join(sorted(families))[:MAX_VALUE]
         if vbios:
             out["vbios"] = ",".join(sorted(vbios))[:MAX_VALUE]
     except nvml.NVMLError as exc:
@@ -159,4 +182,4 @@ class InventorySource:
         pass
 
 
-__all__ = ["DMI_FIELDS", "InventorySource", "clean", "cpu_attributes", "dmi_attributes", "gpu_attributes"]
+__all__ = ["DMI_FIELDS", "InventorySource", "clean", "cpu_attributes", "dmi_attributes", "gpu_attributes", "gpu_family", "gpu_model"]

@@ -26,13 +26,37 @@ from fleetepi.contract import Telemetry, ts_from_ms
 
 log = logging.getLogger(__name__)
 
-#: Throttle-reason bits worth an event (the rest: idle, app clocks, sync boost).
+#: Clock-event ("throttle") reasons worth an event (the rest: idle, app clocks,
+#: power cap, sync boost). NVML 12.2 renamed ``nvmlClocksThrottleReason*`` to
+#: ``nvmlClocksEventReason*`` (same bits) and nvidia-ml-py 13 marks the old
+#: names for removal in CUDA 14, so each bit is looked up under both names.
 BAD_THROTTLE = {
-    "nvmlClocksThrottleReasonHwSlowdown": "hw_slowdown",
-    "nvmlClocksThrottleReasonSwThermalSlowdown": "sw_thermal_slowdown",
-    "nvmlClocksThrottleReasonHwThermalSlowdown": "hw_thermal_slowdown",
-    "nvmlClocksThrottleReasonHwPowerBrakeSlowdown": "hw_power_brake",
+    "HwSlowdown": "hw_slowdown",
+    "SwThermalSlowdown": "sw_thermal_slowdown",
+    "HwThermalSlowdown": "hw_thermal_slowdown",
+    "HwPowerBrakeSlowdown": "hw_power_brake",
 }
+
+#: feature -> NVML functions that answer it, newest first. The new name can be
+#: missing from the bindings (old nvidia-ml-py: AttributeError) or from the
+#: driver (new bindings on an old libnvidia-ml: NVMLError_FunctionNotFound);
+#: then the next one is used, and remembered.
+CALLS = {
+    "ecc": ("nvmlDeviceGetTotalEccErrors",),
+    "retired_pages": ("nvmlDeviceGetRetiredPages",),
+    "remapped_rows": ("nvmlDeviceGetRemappedRows",),
+    "temperature": ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
+    "throttle": ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+}
+
+
+def reason_bit(nvml: Any, reason: str) -> int:
+    """The bit of a clock-event reason under its new or its old NVML name (0 if neither)."""
+    for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+        bit = getattr(nvml, prefix + reason, None)
+        if bit:
+            return int(bit)
+    return 0
 
 
 def import_nvml() -> Any:
@@ -72,6 +96,11 @@ def start(nvml: Any | None) -> Any:
     return nvml
 
 
+def _function_not_found(nvml: Any, exc: Exception) -> bool:
+    cls = getattr(nvml, "NVMLError_FunctionNotFound", None)
+    return cls is not None and isinstance(exc, cls)
+
+
 @dataclass
 class Gpu:
     index: int
@@ -80,6 +109,8 @@ class Gpu:
     unsupported: set[str] = field(default_factory=set)
     lost: bool = False
     throttle: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
@@ -121,8 +152,8 @@ class NvmlSource:
             g.thresholds = self._thresholds(g, temp_warn_c, temp_crit_c)
         self.deltas = CounterDeltas()
         self.thermal = ThermalTracker(host, sample_interval_s)
-        self._throttle_fn = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            self.nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        self._fns: dict[str, tuple[str, ...]] = {}
+        self._bad_bits = {name: reason_bit(self.nvml, reason) for reason, name in BAD_THROTTLE.items()}
 
     def _thresholds(self, g: Gpu, warn: float | None, crit: float | None) -> Thresholds:
         slowdown = None
@@ -135,19 +166,33 @@ class NvmlSource:
             crit_c=crit if crit is not None else slowdown,
         )
 
-    def _call(self, g: Gpu, feature: str, fn: str, *args: Any) -> Any:
+    def _call(self, g: Gpu, feature: str, *args: Any) -> Any:
         """One NVML call for one GPU; None when unsupported (remembered) or failed."""
         if feature in g.unsupported:
             return None
-        try:
-            return getattr(self.nvml, fn)(g.handle, *args)
-        except self.nvml.NVMLError_NotSupported:
-            g.unsupported.add(feature)
-            log.info("NVML: %s not supported on GPU %s", feature, g.device)
-        except self.nvml.NVMLError_GpuIsLost:
-            raise
-        except (self.nvml.NVMLError, AttributeError) as exc:
-            log.debug("NVML: %s failed on GPU %s: %s", fn, g.device, exc)
+        names = self._fns.get(feature, CALLS[feature])
+        for i, fn in enumerate(names):
+            try:
+                value = getattr(self.nvml, fn)(g.handle, *args)
+            except AttributeError:
+                continue
+            except self.nvml.NVMLError_NotSupported:
+                g.unsupported.add(feature)
+                log.info("NVML: %s not supported on GPU %s", feature, g.device)
+            except self.nvml.NVMLError_GpuIsLost:
+                raise
+            except self.nvml.NVMLError as exc:
+                if _function_not_found(self.nvml, exc):
+                    continue
+                log.debug("NVML: %s failed on GPU %s: %s", fn, g.device, exc)
+            else:
+                if i:
+                    self._fns[feature] = names[i:]
+                    log.info("NVML: %s: using %s (this driver or nvidia-ml-py lacks %s)", feature, fn, ", ".join(names[:i]))
+                return value
+            return None
+        g.unsupported.add(feature)
+        log.info("NVML: %s: none of %s exists here", feature, ", ".join(names))
         return None
 
     def _event(self, now_ms: int, g: Gpu, kind: str, message: str, **kw: Any) -> Telemetry:
@@ -162,41 +207,35 @@ class NvmlSource:
     def poll_gpu(self, g: Gpu, now_ms: int) -> list[Telemetry]:
         n = self.nvml
         out: list[Telemetry] = []
-        out += self._delta(now_ms, g, "ecc_ce", self._call(g, "ecc", "nvmlDeviceGetTotalEccErrors", n.NVML_MEMORY_ERROR_TYPE_CORRECTED, self.counter_type),
+        out += self._delta(now_ms, g, "ecc_ce", self._call(g, "ecc", n.NVML_MEMORY_ERROR_TYPE_CORRECTED, self.counter_type),
                            "ecc_corrected", "NVML corrected ECC errors", "info")
-        out += self._delta(now_ms, g, "ecc_ue", self._call(g, "ecc", "nvmlDeviceGetTotalEccErrors", n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, self.counter_type),
+        out += self._delta(now_ms, g, "ecc_ue", self._call(g, "ecc", n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, self.counter_type),
                            "ecc_uncorrected", "NVML uncorrected ECC errors", "critical")
         for cause, key, kind in ((n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, "sbe", "ecc_corrected"),
                                  (n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, "dbe", "ecc_uncorrected")):
-            pages = self._call(g, "retired_pages", "nvmlDeviceGetRetiredPages", cause)
+            pages = self._call(g, "retired_pages", cause)
             out += self._delta(now_ms, g, f"retired_{key}", None if pages is None else len(pages), kind,
                                f"page retired ({'multiple single-bit' if key == 'sbe' else 'double-bit'} ECC)", "warning")
-        rows = self._call(g, "remapped_rows", "nvmlDeviceGetRemappedRows")
+        rows = self._call(g, "remapped_rows")
         if rows is not None:
             corr, unc, pending, failure = rows
             out += self._delta(now_ms, g, "remap_corr", corr, "ecc_corrected", "row remapped (correctable error)", "warning")
             out += self._delta(now_ms, g, "remap_unc", unc, "ecc_uncorrected", "row remapped (uncorrectable error)", "critical")
-            if self.deltas.update((g.device, "remap_pending"), int(bool(pending))) == 1:
+            # States, not counters: a remap already pending (or failed) when the
+            # agent starts still needs its reset, so it is reported at the first poll too.
+            if pending and not g.remap_pending:
                 out.append(self._event(now_ms, g, "other", "row remapping pending: reset the GPU", severity="critical", action="RESET_GPU"))
-            if self.deltas.update((g.device, "remap_failure"), int(bool(failure))) == 1:
+            if failure and not g.remap_failure:
                 out.append(self._event(now_ms, g, "other", "row remapping failed", severity="critical", action="CONTACT_SUPPORT"))
-        temp = self._call(g, "temperature", "nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU)
+            g.remap_pending, g.remap_failure = bool(pending), bool(failure)
+        temp = self._call(g, "temperature", n.NVML_TEMPERATURE_GPU)
         if temp is not None:
             out += self.thermal.update(g.device, float(temp), g.thresholds, now_ms)
-        if self._throttle_fn is not None and "throttle" not in g.unsupported:
-            try:
-                mask = int(self._throttle_fn(g.handle))
-            except n.NVMLError_NotSupported:
-                g.unsupported.add("throttle")
-                mask = 0
-            except n.NVMLError_GpuIsLost:
-                raise
-            except n.NVMLError:
-                mask = g.throttle
-            new = mask & ~g.throttle
-            g.throttle = mask
-            for const, name in BAD_THROTTLE.items():
-                bit = getattr(n, const, 0)
+        mask = self._call(g, "throttle")
+        if mask is not None:
+            new = int(mask) & ~g.throttle
+            g.throttle = int(mask)
+            for name, bit in self._bad_bits.items():
                 if bit and new & bit:
                     out.append(self._event(now_ms, g, "thermal", f"clocks throttled: {name}", severity="warning",
                                            value=float(temp) if temp is not None else None))
@@ -222,4 +261,4 @@ class NvmlSource:
             pass
 
 
-__all__ = ["BAD_THROTTLE", "Gpu", "NvmlSource", "gpus", "import_nvml", "start", "text"]
+__all__ = ["BAD_THROTTLE", "CALLS", "Gpu", "NvmlSource", "gpus", "import_nvml", "reason_bit", "start", "text"]

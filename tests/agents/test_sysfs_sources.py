@@ -127,5 +127,5 @@ class TestInventory:
         nvml = FakeNvml([FakeGpu(), FakeGpu(bus_id="00000000:2A:00.0")], driver="550.54.15")
         src = InventorySource("h", dmi_root=str(sysfs / "missing"), cpuinfo=str(sysfs / "missing"), nvml=nvml, kernel="6.8")
         (host,) = src.poll(0)
-        assert host.attributes == {"driver": "550.54.15", "gpu_count": "2", "gpu_model": "NVIDIA H100 80GB HBM3",
+        assert host.attributes == {"driver": "550.54.15", "gpu_count": "2", "gpu_family": "H100", "gpu_model": "H100 80GB HBM3",
                                    "kernel": "6.8", "vbios": "96.00.89.00.01"}
