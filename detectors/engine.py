@@ -35,7 +35,11 @@ def _wall_clock_ms() -> int:
 
 
 #: Bumped when the layout of ``Engine.snapshot`` changes.
-ENGINE_STATE_VERSION = "engine/1"
+ENGINE_STATE_VERSION = "engine/2"
+
+
+#: Most step boundaries evaluated to cross one gap in event time (30 days of 5-minute steps).
+MAX_CATCH_UP_TICKS = 8640
 
 
 class Engine:
@@ -68,6 +72,11 @@ class Engine:
         #: flag is counted, so a runner can log it, keep its line number or dead-letter it
         #: without re-checking admission itself (zero cost on accepted events).
         self.on_invalid: Callable[[str, Event, int], None] | None = None
+        #: Hook ``feed_inventory(ts_ms)``: bring the inventory up to ``ts_ms`` before an event
+        #: or a tick at that time is judged. The embedded run needs none (announcements are
+        #: events in the same stream); a stream worker's partitions read them from another
+        #: topic and fold them in event time through this (``stream.state``).
+        self.feed_inventory: Callable[[int], None] | None = None
 
     @property
     def detectors(self) -> list[Detector]:
@@ -120,6 +129,9 @@ class Engine:
         if kind == "host":
             inv.announce(event.host, ts_ms, event.attributes)  # type: ignore[union-attr]
             return out
+        feed = self.feed_inventory
+        if feed is not None:
+            feed(ts_ms)
         if event.host not in inv._hosts:
             self.invalid["unknown_host"] += 1
             if self.on_invalid is not None:
@@ -140,10 +152,34 @@ class Engine:
         return []
 
     def _tick(self, watermark_ms: int) -> list[Alert]:
+        """Evaluate at every step boundary from the next one up to ``watermark_ms``.
+
+        Why every boundary, and at the boundary rather than at the time of
+        the event that crossed it: a stream worker's partition also moves
+        its clock when its sources' watermarks pass (``Engine.advance``),
+        in jumps that depend on how its input happened to be batched. If
+        ticks followed those jumps, TTL sweeps and expiries would fall at
+        different instants in two runs over the same events, and a key
+        swept in one would keep counting in the other. Ticking at each
+        boundary B, with exactly the events dated before B folded in, makes
+        every run evaluate the same instants on the same state. A gap of
+        more than ``MAX_CATCH_UP_TICKS`` steps (a month of silence) is
+        jumped over: nothing is left to expire by then.
+        """
+        step = self._step_ms
+        last = watermark_ms - watermark_ms % step
+        at = self._next_tick_ms if self._next_tick_ms is not None else last
+        if last - at > MAX_CATCH_UP_TICKS * step:
+            at = last - MAX_CATCH_UP_TICKS * step
         out: list[Alert] = []
-        for det in self.detectors:
-            out.extend(det.advance(watermark_ms, self.inventory))
-        self._next_tick_ms = watermark_ms - watermark_ms % self._step_ms + self._step_ms
+        inv, feed = self.inventory, self.feed_inventory
+        while at <= last:
+            if feed is not None:
+                feed(at - 1)  # announcements dated before the boundary, as an embedded run has read them
+            for det in self.detectors:
+                out.extend(det.advance(at, inv))
+            at += step
+        self._next_tick_ms = last + step
         return out
 
     def begin(self, start_ms: int) -> None:
@@ -161,9 +197,14 @@ class Engine:
                     part.start(start_ms)
 
     def advance(self, watermark_ms: int) -> list[Alert]:
-        """Let event time pass to ``watermark_ms`` without events (idle partitions, end of input)."""
+        """Let event time pass to ``watermark_ms`` without events (idle partitions, end of input).
+
+        Evaluates only if a step boundary was crossed (see ``_tick``).
+        """
         if self.watermark_ms is None or watermark_ms > self.watermark_ms:
             self.watermark_ms = watermark_ms
+        if self._next_tick_ms is not None and self.watermark_ms < self._next_tick_ms:
+            return []
         out = self._tick(self.watermark_ms)
         for a in out:
             self.alerts[a.kind] += 1

@@ -39,15 +39,12 @@ from stream.deadletter import encode_letter, make_letter
 from stream.fastconsumer import FastApp
 from stream.hostfeed import HostFeed
 from stream.metrics import StreamMetrics
-from stream.partitioning import Stage, bundle, stages
+from stream.partitioning import Stage, bundle, split_bundles, stages
 from stream.recovery import catch_up
 from stream.state import IDLE_MARK, PartitionState
 from stream.topics import TopicNames
 
 log = logging.getLogger(__name__)
-
-#: Most forwarded events in one bundle (keeps an internal record well under 1 MiB).
-BUNDLE_MAX = 500
 
 #: How often an input partition read to its end tells the detector stages so (when it has not yet).
 CAUGHT_UP_INTERVAL_S = 0.2
@@ -281,7 +278,7 @@ class StreamWorker:
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the lazy path stays exact
             log.warning("cannot read committed offsets (%s): states are rebuilt on first record", exc)
             return
-        await self.hostfeed.ready.wait()
+        await self.hostfeed.sync()
         by_topic = {s.topic: s for s in self.stages}
         for topic, p in sorted(assigned):
             stage = by_topic.get(topic)
@@ -320,6 +317,9 @@ class StreamWorker:
     # ------------------------------------------------------------------ batches
     async def _batch(self, stage: Stage, messages: Sequence[Any]) -> None:
         t0 = time.perf_counter()
+        if stage.framed:
+            # announcements produced before these events were fetched must be in force for them
+            await self.hostfeed.sync()
         by_part: dict[int, list[Any]] = {}
         for m in messages:
             by_part.setdefault(m.partition, []).append(m)
@@ -437,9 +437,7 @@ class StreamWorker:
         caught_up = st.caught_up_sent = self._caught_up(stage.topic, st)
         for i, (topic, _) in enumerate(stage.forwards):
             for target in range(await self._n_partitions(topic)):
-                records = fwd[i].get(target, [])
-                for j in range(0, max(len(records), 1), BUNDLE_MAX):
-                    value = bundle(src, st.fwd_wm, st.fwd_first, records[j:j + BUNDLE_MAX], caught_up)
+                for value in split_bundles(src, st.fwd_wm, st.fwd_first, fwd[i].get(target, []), caught_up):
                     pending.append(await send(topic, key, value, target, None, None))
 
     async def _caught_up_marks(self) -> None:
@@ -568,6 +566,7 @@ class StreamWorker:
 
     def status(self) -> dict[str, Any]:
         return {"worker": self.worker_name, "hosts": len(self.inventory), "inventory_ready": self.hostfeed.ready.is_set(),
+                "inventory_sync_timeouts": self.hostfeed.sync_timeouts,
                 "events": dict(self.pipeline.events), "invalid": {k: v for k, v in self.pipeline.invalid.items() if v},
                 "deadletters": {f"{t}|{r}": n for (t, r), n in self.metrics.deadletters.items() if n},
                 "alerts": dict(self.pipeline.alerts), "rebuilt_records": self.metrics.rebuilt,

@@ -14,6 +14,16 @@ every partition from the beginning, forever. Stages wait on :attr:`ready`
 (the end offsets seen at start have been read) before their first batch,
 so no crash is judged against an empty inventory at start-up.
 
+Announcements and events travel on different topics, read by different
+consumers, so an event can be fetched before an announcement that was
+produced ahead of it. Folded then, the event would meet an unknown host
+(dropped from its cohort) in one run and a known one in another. So a
+detector stage calls :meth:`HostFeed.sync` before each batch: it reads the
+hosts topic's end offsets and waits until the feed has read that far. An
+announcement produced before an event was fetched is therefore always in
+force for it, whichever run folds it; only one produced *after* the event
+(with an earlier time) can still land on either side.
+
 Validation and dead-lettering of host records happen once, in the group's
 ``hosts`` agent; this reader silently skips what does not decode.
 """
@@ -22,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from typing import Any
 
 from detectors import Inventory
 from fleetepi.contract import TOPIC_HOSTS, Host, decode_event
@@ -50,6 +62,14 @@ class HostFeed:
         #: the initial load completes, appended in arrival order after that. Append-only:
         #: partition states keep a cursor into it (``stream.state``).
         self.entries: list[tuple[int, str, dict[str, str]]] = []
+        #: Next offset to read, per partition of the topic (advanced after each fetch).
+        self.positions: dict[int, int] = {}
+        #: Set (and replaced) after every fetch: :meth:`sync` waits on it.
+        self._fetched = asyncio.Event()
+        self._consumer: Any = None
+        self._tps: list[Any] = []
+        #: Syncs that gave up waiting (broker trouble); the batch went on with what was read.
+        self.sync_timeouts = 0
 
     async def run(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -66,6 +86,7 @@ class HostFeed:
                 if not parts:
                     await asyncio.sleep(0.5)
             tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
+            self._consumer, self._tps = consumer, tps
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             target = await consumer.end_offsets(tps)
@@ -86,14 +107,45 @@ class HostFeed:
                             self.read += 1
                 if batches and callable(self.on_change):
                     self.on_change(len(self.inventory))
+                for tp in tps:  # the position, not the last record: compaction leaves holes
+                    self.positions[tp.partition] = await consumer.position(tp)
+                fetched, self._fetched = self._fetched, asyncio.Event()
+                fetched.set()
                 if not self.ready.is_set():
-                    positions = {tp: await consumer.position(tp) for tp in tps}
-                    if all(positions[tp] >= target[tp] for tp in tps):
+                    if all(self.positions[tp.partition] >= target[tp] for tp in tps):
                         self.entries.sort(key=lambda e: e[0])
                         log.info("host inventory loaded: %d hosts", len(self.inventory))
                         self.ready.set()
         finally:
+            self._consumer = None
             await consumer.stop()
+
+    async def sync(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every announcement produced before this call has been read.
+
+        One ListOffsets request, then as many fetches as it takes (usually
+        none: the feed runs ahead). Returns False, after logging, if the
+        broker did not let it get there within ``timeout_s``; the caller
+        goes on rather than stall the pipeline on a sick broker.
+        """
+        await self.ready.wait()
+        consumer, tps = self._consumer, self._tps
+        if consumer is None:
+            return False
+        deadline = time.monotonic() + timeout_s
+        try:
+            ends = await asyncio.wait_for(consumer.end_offsets(tps), timeout_s)
+            while any(self.positions.get(tp.partition, 0) < end for tp, end in ends.items()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise asyncio.TimeoutError
+                await asyncio.wait_for(self._fetched.wait(), left)
+        except (asyncio.TimeoutError, Exception) as exc:  # noqa: BLE001 - a slow feed must not stop the stages
+            self.sync_timeouts += 1
+            log.warning("host inventory not synced within %.0f s (%s): folding with what was read",
+                        timeout_s, type(exc).__name__)
+            return False
+        return True
 
 
 __all__ = ["HostFeed"]

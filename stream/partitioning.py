@@ -150,6 +150,33 @@ def bundle(partition: int, watermark_ms: int | None, first_ms: int | None, recor
     return _bundle_enc.encode((partition, watermark_ms, first_ms, records))
 
 
+#: Most forwarded events in one bundle (keeps an internal record well under 1 MiB).
+BUNDLE_MAX = 500
+
+
+def split_bundles(partition: int, watermark_ms: int | None, first_ms: int | None, records: list[Forwarded],
+                  caught_up: bool = False, max_records: int = BUNDLE_MAX) -> list[bytes]:
+    """One input batch's records for one internal partition, as bundles of at most ``max_records``.
+
+    Always at least one bundle (an empty one still carries the watermark).
+    A bundle's watermark promises that nothing older follows from its
+    source, so only the last bundle carries the batch's own; an earlier
+    one carries one less than the oldest event still to come. Giving them
+    all the batch's watermark let the merge run ahead of the later bundles
+    and fold their events as late ones: counts then depended on how the
+    input happened to be batched (seen in the kill -9 tests).
+    """
+    out = []
+    n = len(records)
+    for j in range(0, max(n, 1), max_records):
+        rest = records[j + max_records:]
+        wm = watermark_ms
+        if rest and wm is not None:
+            wm = min(wm, min(r[1] for r in rest) - 1)
+        out.append(bundle(partition, wm, first_ms, records[j:j + max_records], caught_up and not rest))
+    return out
+
+
 def read_bundle(value: bytes) -> Bundle:
     """Inverse of :func:`bundle`.
 
@@ -164,6 +191,6 @@ def unbundle(value: bytes) -> tuple[int, int | None, int | None, list[Forwarded]
     return b.source, b.watermark_ms, b.first_ms, b.records
 
 
-__all__ = ["SOURCE_BASE", "Bundle", "Forwarded", "Stage", "bundle", "cohort_key", "detectors_for", "host_key",
-           "read_bundle", "signature_key",
+__all__ = ["BUNDLE_MAX", "SOURCE_BASE", "Bundle", "Forwarded", "Stage", "bundle", "cohort_key", "detectors_for", "host_key",
+           "read_bundle", "signature_key", "split_bundles",
            "stages", "unbundle"]

@@ -23,8 +23,10 @@ the fold does not depend on which worker forwarded first either.
 
 The one input outside the log is the host inventory (every worker reads
 all of ``fleetepi.hosts``). Each Engine folds the announcements into its own
-inventory up to the event time it has reached, so the attributes and cohort
-sizes in force for an event do not depend on when they were read.
+inventory up to the event time it has reached, in event-time order whatever
+order they were read in, so the attributes and cohort sizes in force for an
+event do not depend on when they were read (the worker makes sure they *were*
+read: ``HostFeed.sync`` before each batch).
 """
 
 from __future__ import annotations
@@ -58,9 +60,8 @@ class PartitionState:
     :param stage: what the partition's records are and which detectors run.
     :param partition: the partition number.
     :param config: detector settings.
-    :param hosts: the worker's host announcements, ``(ts_ms, host, attributes)``, event-time
-        sorted and append-only (``HostFeed.entries``); folded into this Engine's own
-        inventory up to each event's time.
+    :param hosts: the worker's host announcements, ``(ts_ms, host, attributes)``, append-only
+        (``HostFeed.entries``); folded into this Engine's own inventory up to each event's time.
     :param on_invalid: admission hook of the Engine (out_of_order, unknown_host, ...).
     """
 
@@ -71,9 +72,14 @@ class PartitionState:
         self.partition = partition
         self.engine = Engine(config, detectors=list(stage.detectors))
         self.engine.on_invalid = on_invalid
+        self.engine.feed_inventory = self._sync_hosts
         self.hosts = hosts
-        #: Announcements of ``hosts`` already folded into the Engine's inventory.
+        #: Announcements of ``hosts`` already taken into ``host_queue``.
         self.hosts_cursor = 0
+        #: Announcements taken but not yet in force (dated after the event time reached),
+        #: ``(ts_ms, host, arrival index, attributes)``: a heap, so that they come into force in
+        #: event-time order even though the feed appends them in arrival order.
+        self.host_queue: list[tuple[int, str, int, dict[str, str]]] = []
         #: First offset not yet folded in.
         self.next_offset = 0
         #: Held while folding: the stage's batch and the assignment-time rebuild never interleave.
@@ -240,20 +246,28 @@ class PartitionState:
             self.apply(offset, value)
 
     def _sync_hosts(self, ts_ms: int) -> None:
-        """Announce every host announcement up to ``ts_ms`` (what the embedded run has seen by then)."""
-        hosts, cur = self.hosts, self.hosts_cursor
+        """Bring into force every announcement dated up to ``ts_ms`` (the Engine's ``feed_inventory``).
+
+        The Engine calls it before each event and before each tick, so what
+        is in force at an instant does not depend on when this partition got
+        there (in one jump or event by event).
+        """
+        hosts, cur, queue = self.hosts, self.hosts_cursor, self.host_queue
         n = len(hosts)
-        if cur < n and hosts[cur][0] <= ts_ms:
-            announce = self.engine.inventory.announce
-            while cur < n and hosts[cur][0] <= ts_ms:
+        if cur < n:
+            push = heapq.heappush
+            while cur < n:
                 t, host, attrs = hosts[cur]
-                announce(host, t, attrs)
+                push(queue, (t, host, cur, attrs))
                 cur += 1
             self.hosts_cursor = cur
+        if queue and queue[0][0] <= ts_ms:
+            announce, pop = self.engine.inventory.announce, heapq.heappop
+            while queue and queue[0][0] <= ts_ms:
+                t, host, _, attrs = pop(queue)
+                announce(host, t, attrs)
 
     def _process(self, event: Event, offset: int, ts_ms: int) -> list[Alert]:
-        if self.hosts_cursor < len(self.hosts):
-            self._sync_hosts(ts_ms)
         try:
             return self.engine.process(event)
         except Exception:  # noqa: BLE001 - a detector bug on one input must not stop the partition
@@ -281,9 +295,8 @@ class PartitionState:
         if ok:
             # the inventory is not in the snapshot: refold the announcements up to the watermark
             self.engine.inventory = Inventory(max_history=self.engine.config.inventory_history)
-            self.hosts_cursor = 0
-            if self.engine.watermark_ms is not None:
-                self._sync_hosts(self.engine.watermark_ms)
+            self.hosts_cursor = 0  # the Engine feeds them again up to its next event or tick
+            self.host_queue = []
             self.next_offset = int(snap["next_offset"])
             self.seen = {int(k): int(v) for k, v in snap["seen"].items()}
             self.src_wm = {int(k): int(v) for k, v in snap["src_wm"].items()}

@@ -42,6 +42,11 @@ def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+#: More ``fleetepi worker`` options for every test worker (e.g. ``--fetch-loop faust``), to run the
+#: same tests against another configuration: ``FLEETEPI_TEST_WORKER_ARGS="..." pytest tests/stream``.
+EXTRA_WORKER_ARGS = os.environ.get("FLEETEPI_TEST_WORKER_ARGS", "").split()
+
+
 class WorkerProcess:
     """One ``fleetepi worker`` subprocess with its ports and data directory."""
 
@@ -51,7 +56,7 @@ class WorkerProcess:
         self.metrics_port = free_port()
         self.data_dir = data_dir
         self.log_path = log_path
-        cmd = [sys.executable, "-m", "fleetepi.cli", "worker", "--broker", f"kafka://{bootstrap}",
+        cmd = [sys.executable, "-m", "fleetepi.cli", "-v", "worker", "--broker", f"kafka://{bootstrap}",
                "--app-id", app_id, "--topic-prefix", names.prefix, "--web-port", str(self.web_port),
                "--metrics-port", str(self.metrics_port), "--data-dir", str(data_dir), *extra]
         self._log = open(log_path, "ab")
@@ -116,7 +121,7 @@ class StreamEnv:
                      ) -> WorkerProcess:
         data = data_dir or self.tmp / f"data-{name}"
         w = WorkerProcess(self.bootstrap, self.names, self.app_id, data, self.tmp / f"{name}.log",
-                          ["--checkpoint-interval", "0", "--idle-release", "0", *(extra or [])])
+                          ["--checkpoint-interval", "0", "--idle-release", "0", *EXTRA_WORKER_ARGS, *(extra or [])])
         self.workers.append(w)
         return w
 
@@ -302,3 +307,14 @@ def _assert_parity(embedded: list[Any], streamed: list[Any]) -> None:
 def assert_parity() -> Callable[[list[Any], list[Any]], None]:
     """Same firing alerts (kind and entity), each firing time within one evaluation step."""
     return _assert_parity
+
+
+def count_diff(got: dict[str, dict[str, float]], want: dict[str, dict[str, float]]) -> list[str]:
+    """Per detector, the keys whose counts differ: ``detector key: got != want`` (empty: equal)."""
+    out = []
+    for det in sorted(set(got) | set(want)):
+        g, w = got.get(det, {}), want.get(det, {})
+        for key in sorted(set(g) | set(w)):
+            if g.get(key) != w.get(key):
+                out.append(f"{det} {key}: {g.get(key)} != {w.get(key)}")
+    return out

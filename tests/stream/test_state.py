@@ -12,7 +12,7 @@ from detectors import DetectorConfig
 from fleetepi.contract import Crash, Host, decode_event, encode
 from stream.checkpoint import CheckpointStore
 from stream.deadletter import KEEP_BYTES, decode_letter, encode_letter, make_letter, original_value
-from stream.partitioning import bundle, stages, unbundle
+from stream.partitioning import bundle, read_bundle, split_bundles, stages, unbundle
 from stream.state import IDLE_MARK, PartitionState
 
 SIGNATURE = next(s for s in stages() if s.name == "signature")
@@ -71,6 +71,48 @@ def test_merge_is_independent_of_arrival_order(small_stream: list[Any]) -> None:
     for st in states[1:]:
         assert st.engine.counts() == first
         assert st.engine.watermark_ms == states[0].engine.watermark_ms
+
+
+def batched_bundles(events: list[Any], n_sources: int, per_batch: int, per_bundle: int) -> list[list[bytes]]:
+    """Crashes cut as an input stage cuts them: batches of ``per_batch``, each split in bundles (``split_bundles``)."""
+    split: list[list[Any]] = [[] for _ in range(n_sources)]
+    for e in events:
+        if isinstance(e, Crash):
+            split[hash(e.host) % n_sources].append(e)
+    out = []
+    for src, evs in enumerate(split):
+        bundles: list[bytes] = []
+        for i in range(0, len(evs), per_batch):
+            chunk = evs[i:i + per_batch]
+            recs = [(i + j, e.ts_ms, encode(e)) for j, e in enumerate(chunk)]
+            bundles.extend(split_bundles(src, max(e.ts_ms for e in chunk), evs[0].ts_ms, recs,
+                                         max_records=per_bundle))
+        out.append(bundles)
+    return out
+
+
+def test_merge_is_independent_of_how_the_input_was_batched(small_stream: list[Any]) -> None:
+    # Regression: every bundle of a batch used to carry the batch's watermark, so the merge ran
+    # ahead of the batch's later bundles and folded their events late (kill -9 test counts).
+    hosts = host_log(small_stream)
+    ref = fold_interleaved(batched_bundles(small_stream, 2, 1, 500), hosts, 0).engine.counts()
+    assert any(ref.values())
+    for per_batch, per_bundle, seed in ((40, 7, 1), (300, 11, 2), (10_000, 3, 3)):
+        st = fold_interleaved(batched_bundles(small_stream, 2, per_batch, per_bundle), hosts, seed)
+        assert st.engine.counts() == ref, (per_batch, per_bundle)
+
+
+def test_split_bundles_never_promise_past_a_later_bundle() -> None:
+    recs = [(o, 1000 + 10 * o, b"e") for o in range(12)]
+    parts = [read_bundle(v) for v in split_bundles(4, 1110, 1000, recs, caught_up=True, max_records=5)]
+    assert [len(b.records) for b in parts] == [5, 5, 2]
+    assert [r for b in parts for r in b.records] == recs
+    for i, b in enumerate(parts[:-1]):
+        later = [ts for p in parts[i + 1:] for _, ts, _ in p.records]
+        assert b.watermark_ms < min(later) and not b.caught_up
+    assert parts[-1].watermark_ms == 1110 and parts[-1].caught_up
+    (empty,) = [read_bundle(v) for v in split_bundles(4, 1110, 1000, [])]
+    assert empty.records == [] and empty.watermark_ms == 1110
 
 
 def test_snapshot_round_trips_through_msgpack(small_stream: list[Any], tmp_path: Any) -> None:
