@@ -70,7 +70,7 @@ Worker(app, loglevel="warning", quiet=True, redirect_stdouts=False).execute_from
 '''
 
 #: The same count through the worker's consumer path (stream.batches, and stream.fastconsumer with
-#: --fast-consumer): what a worker could reach if its own work were free.
+#: --fetch-loop fast): what a worker could reach if its own work were free.
 BARE_RAW = r'''
 import sys, time, os
 from faust.worker import Worker
@@ -130,7 +130,7 @@ def status(port: int) -> dict[str, Any] | None:
         return None
 
 
-#: Workers run with --fast-consumer (set by the command line).
+#: Workers run with --fetch-loop fast (set by the command line).
 FAST_CONSUMER = False
 
 
@@ -139,7 +139,7 @@ def start_worker(broker: str, prefix: str, data: Path, batch: int, within: float
     cmd = [sys.executable, "-m", "fleetepi.cli", "worker", "--broker", broker, "--app-id", f"bench-{prefix}",
            "--topic-prefix", prefix, "--web-port", str(web), "--no-metrics", "--data-dir", str(data),
            "--batch-max", str(batch), "--batch-within", str(within), "--checkpoint-interval", "0",
-           *(["--fast-consumer"] if FAST_CONSUMER else [])]
+           "--fetch-loop", "fast" if FAST_CONSUMER else "faust"]
     log = open(data.parent / f"worker-{prefix}.log", "ab")
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), web
 
@@ -329,10 +329,11 @@ def main() -> None:
     ap.add_argument("--batch-max", type=int, default=2000)
     ap.add_argument("--batch-within", type=float, default=0.05)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--fast-consumer", action="store_true", help="workers with the experimental --fast-consumer")
+    ap.add_argument("--fetch-loop", choices=("fast", "faust"), default="fast",
+                    help="the workers' fetch loop (and the raw counting consumer's)")
     args = ap.parse_args()
     global FAST_CONSUMER
-    FAST_CONSUMER = args.fast_consumer
+    FAST_CONSUMER = args.fetch_loop == "fast"
 
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
     from stream import devbroker

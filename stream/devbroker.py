@@ -259,6 +259,21 @@ def answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
         quiet.setLevel(level)
 
 
+def format_storage(jvm: list[str], props: Path, cluster_id: str) -> None:
+    """Format KRaft storage once (``StorageTool format``).
+
+    The id goes in ``--cluster-id=ID`` form: one id in 64 starts with "-",
+    which the tool's argument parser takes for an option when it is passed
+    as a separate word (seen as a failed benchmark start).
+
+    :raises BrokerError: the tool failed (its output is in the message).
+    """
+    fmt = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                          "--config", str(props), "--ignore-formatted"], capture_output=True, text=True)
+    if fmt.returncode != 0:
+        raise BrokerError(f"StorageTool format failed: {(fmt.stdout + fmt.stderr)[-2000:]}")
+
+
 def start(data_dir: str | Path | None = None, port: int | None = None, cache_dir: str | Path | None = None,
           version: str = KAFKA_VERSION, timeout_s: float = 90.0, fresh: bool = False) -> BrokerInfo:
     """Install if needed, format (first time), start, and wait until the broker answers.
@@ -292,10 +307,7 @@ def start(data_dir: str | Path | None = None, port: int | None = None, cache_dir
     jvm = [java, HEAP, "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
            f"-Dlog4j2.configurationFile={log_cfg}", "-cp", cp]
     if not (data / "logs" / "meta.properties").exists():
-        fmt = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "--cluster-id", _cluster_id(),
-                              "--config", str(props), "--ignore-formatted"], capture_output=True, text=True)
-        if fmt.returncode != 0:
-            raise BrokerError(f"StorageTool format failed: {(fmt.stdout + fmt.stderr)[-2000:]}")
+        format_storage(jvm, props, _cluster_id())
     out = open(data / "stdout.log", "ab")
     proc = subprocess.Popen([*jvm, "kafka.Kafka", str(props)], stdout=out, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)

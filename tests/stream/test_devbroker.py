@@ -27,6 +27,15 @@ def test_cluster_id_is_kafkas_form() -> None:
 
 
 @pytest.mark.integration
+def test_format_takes_a_cluster_id_that_starts_with_a_dash(tmp_path: Path) -> None:
+    libs = devbroker.install()
+    props = tmp_path / "server.properties"
+    props.write_text(devbroker._properties(tmp_path, devbroker.free_port(), devbroker.free_port()))
+    devbroker.format_storage([devbroker._java(), "-Xmx256m", "-cp", f"{libs}/*"], props, "-" + devbroker._cluster_id()[1:])
+    assert "cluster.id=-" in (tmp_path / "logs" / "meta.properties").read_text()
+
+
+@pytest.mark.integration
 def test_install_is_idempotent_and_fast_when_cached() -> None:
     libs = devbroker.install()  # the session broker installed it already, or this does
     t0 = time.perf_counter()
