@@ -66,6 +66,7 @@ class HostFeed:
         self.positions: dict[int, int] = {}
         #: Set (and replaced) after every fetch: :meth:`sync` waits on it.
         self._fetched = asyncio.Event()
+        #: Client for ListOffsets only (see ``run``).
         self._consumer: Any = None
         self._tps: list[Any] = []
         #: Syncs that gave up waiting (broker trouble); the batch went on with what was read.
@@ -77,7 +78,12 @@ class HostFeed:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
                                     auto_offset_reset="earliest", client_id="fleetepi-hostfeed",
                                     max_partition_fetch_bytes=16 << 20)
+        # ListOffsets on a connection of its own: on the fetching consumer's, it would queue
+        # behind a long-polling fetch (up to fetch_max_wait_ms) and delay every detector batch.
+        offsets = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                   client_id="fleetepi-hostfeed-offsets")
         await consumer.start()
+        await offsets.start()
         try:
             parts = consumer.partitions_for_topic(self.topic)
             while not parts:
@@ -86,7 +92,7 @@ class HostFeed:
                 if not parts:
                     await asyncio.sleep(0.5)
             tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
-            self._consumer, self._tps = consumer, tps
+            self._consumer, self._tps = offsets, tps
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             target = await consumer.end_offsets(tps)
@@ -118,6 +124,7 @@ class HostFeed:
                         self.ready.set()
         finally:
             self._consumer = None
+            await offsets.stop()
             await consumer.stop()
 
     async def sync(self, timeout_s: float = 10.0) -> bool:
