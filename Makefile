@@ -22,6 +22,9 @@ services: $(BIN)/.installed
 test: services
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -ra
 
+lint: $(BIN)/.installed
+	VENV=$(VENV) bash scripts/check
+
 bench: $(BIN)/.installed
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/detection.py

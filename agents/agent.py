@@ -138,7 +138,7 @@ class Agent:
         except SourceUnavailable as exc:
             self._off(slot, str(exc))
             return 0
-        except Exception as exc:  # a bug or an odd host must not stop the agent  # noqa: BLE001
+        except Exception as exc:  # a bug or an odd host must not stop the agent
             slot.errors += 1
             self.metrics.source_errors.labels(source=slot.name).inc()
             if slot.errors == 1 or slot.errors % 100 == 0:

@@ -11,7 +11,7 @@ import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-_BY_REGISTRY: "weakref.WeakKeyDictionary[CollectorRegistry, AgentMetrics]" = weakref.WeakKeyDictionary()
+_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, AgentMetrics] = weakref.WeakKeyDictionary()
 
 
 class AgentMetrics:
@@ -29,7 +29,7 @@ class AgentMetrics:
                                      ["source"], registry=registry)
 
     @classmethod
-    def of(cls, registry: CollectorRegistry | None) -> "AgentMetrics":
+    def of(cls, registry: CollectorRegistry | None) -> AgentMetrics:
         """The metrics of ``registry`` (a private throw-away registry when None)."""
         if registry is None:
             return cls(CollectorRegistry())

@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ def load_engine() -> tuple[Any, str | None]:
 
         Engine()  # the registry imports every detector module here
         return Engine, None
-    except Exception as exc:  # any import/build failure: benchmark the baselines alone
+    except Exception as exc:  # noqa: BLE001 - any import/build failure: benchmark the baselines alone
         return None, f"{type(exc).__name__}: {exc}"
 
 
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     n_ev = sum(r["events"] for r in runs)
     meta = {"runs": len(runs), "hosts": args.hosts, "days": args.days, "seeds": ",".join(map(str, seeds)),
             "outbreaks": n_out, "events": n_ev, "grace_h": args.grace_h, "detectors_error": det_err,
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
             "t_sim": sum(r["t_sim"] for r in runs), "t_loop": sum(r["t_loop"] for r in runs), "t_det": t_det,
             "det_rate": n_ev / t_det if t_det else 0.0, "t_r": t_r, "t_total": time.perf_counter() - t_start}
     if not args.no_write:

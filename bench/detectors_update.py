@@ -43,7 +43,7 @@ def synthetic(n_events: int, n_hosts: int, seed: int = 7) -> tuple[list[Host], l
     # The simulator's density: ~2 M events in 14 days on 2,000 hosts (143,000 a day).
     span_ms = int(n_events / 143_000 * 86_400_000 * n_hosts / 2000)
     step = span_ms // n_events
-    for i in range(n_events):
+    for _ in range(n_events):
         t += rng.randrange(1, 2 * step)
         h = f"h{rng.randrange(n_hosts):05d}"
         x = rng.random()

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
 import stat
+import statistics
 import sys
 import tempfile
 import time

@@ -68,7 +68,7 @@ def ensure_fleet(hosts: int, days: float, seed: int) -> Path:
 class Timer:
     """Wall and CPU seconds of a block: on a shared machine only CPU time is the one-core cost."""
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
         return self
 

@@ -34,8 +34,8 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -226,7 +226,7 @@ def percentile(xs: list[float], q: float) -> float:
 def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: float, batch: int,
                   within: float) -> dict[str, Any]:
     from fleetepi.contract import decode_alert
-    from stream.publish import Publisher, routed_lines, PublishStats
+    from stream.publish import Publisher, PublishStats, routed_lines
     from stream.topics import TopicNames, ensure_topics, topic_specs
 
     names = TopicNames(f"l{uuid.uuid4().hex[:6]}.")

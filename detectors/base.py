@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol
 
-from fleetepi.contract import Alert, Crash, Telemetry
 from detectors.inventory import Inventory
+from fleetepi.contract import Alert, Crash, Telemetry
 
 
 class Detector(Protocol):

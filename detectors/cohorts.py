@@ -69,7 +69,7 @@ class _Key:
                 "last_ms": self.last_ms, "total": self.total}
 
     @classmethod
-    def load(cls, d: dict[str, Any]) -> "_Key":
+    def load(cls, d: dict[str, Any]) -> _Key:
         k = cls()
         k.units = {str(h): [int(u[0]), {str(a): str(v) for a, v in u[1].items()}] for h, u in d["units"].items()}
         k.jobs = {str(j): [str(v[0]), int(v[1])] for j, v in d["jobs"].items()}
@@ -202,7 +202,7 @@ class CohortCorrelation(Lifecycle):
         units = st.units
         for (p, kv, k, d, n1, n_all), rr, lo, hi in candidates:
             mine = members.get(kv, frozenset())
-            verdict = None
+            verdict: tuple[Any, ...] | None = None  # ("alias", kv) or ("explained", parents, k, d, p)
             for akv, amem in accepted:
                 if mine == amem:
                     verdict = ("alias", akv)

@@ -181,14 +181,14 @@ class DetectorConfig:
         blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def replace(self, **changes: Any) -> "DetectorConfig":
+    def replace(self, **changes: Any) -> DetectorConfig:
         try:
             return dataclasses.replace(self, **changes)
         except TypeError as exc:
             raise ConfigError(str(exc)) from None
 
     @classmethod
-    def from_mapping(cls, data: dict[str, Any]) -> "DetectorConfig":
+    def from_mapping(cls, data: dict[str, Any]) -> DetectorConfig:
         """Build from a config file's mapping; unknown keys are a start-up error."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from detectors.base import Detector
@@ -26,7 +26,7 @@ from detectors.lifecycle import Lifecycle
 from detectors.registry import build_detectors
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _KIND_OF: dict[type, str] = {Host: "host", Crash: "crash", Telemetry: "telemetry"}
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from detectors.cohorts import Pair, cohort_correlation_from_config
-from detectors.config import DetectorConfig
 from detectors.common import CoreDetector, cohort_numbers, cohort_summary
+from detectors.config import DetectorConfig
 from detectors.inventory import Inventory
 from detectors.signature_spike import _short
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from detectors.config import DetectorConfig
 from detectors.common import CoreDetector
+from detectors.config import DetectorConfig
 from detectors.inventory import Inventory
 from detectors.peers import peer_spike_from_config
 from detectors.stats import score_of
@@ -74,7 +74,7 @@ class HostSpike(CoreDetector):
         if type(event) is Crash:
             return event.host
         kind = event.kind  # type: ignore[union-attr]
-        if kind in self._hw_kinds and not (kind == "xid" and event.code in self._app_xids):  # type: ignore[union-attr]
+        if kind in self._hw_kinds and not (kind == "xid" and event.code in self._app_xids):  # type: ignore[union-attr,operator]
             return event.host
         return None
 

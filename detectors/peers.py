@@ -59,7 +59,7 @@ class _HostKey:
                 self.fired_ms, self.quiet_until_ms, self.checked_b, self.last_ms, self.total, self.base]
 
     @classmethod
-    def load(cls, d: list[Any]) -> "_HostKey":
+    def load(cls, d: list[Any]) -> _HostKey:
         k = cls.__new__(cls)
         k.rings = [Ring.load(r) for r in d[0]]
         k.events, k.odd = Ring.load(d[1]), Ring.load(d[2])
@@ -87,7 +87,7 @@ class _Channel:
                 list(self.k_fire), list(self.k_res)]
 
     @classmethod
-    def load(cls, d: list[Any]) -> "_Channel":
+    def load(cls, d: list[Any]) -> _Channel:
         c = cls.__new__(cls)
         c.rings = [Ring.load(r) for r in d[0]]
         c.hosts = {str(h): _HostKey.load(v) for h, v in d[1].items()}
@@ -207,7 +207,7 @@ class PeerSpike(Lifecycle):
         if st.events.total < self.min_events:
             return
         n_peers = max(len(self.active) - 1, 1)
-        age_h = max((ts_ms - self.start_ms) / HOUR_MS, 0.0)
+        age_h = max((ts_ms - self.start_ms) / HOUR_MS, 0.0)  # type: ignore[operator]  # warm() held: start_ms is set
         # Cheap expectations first (fleet mean, the host's own past); the peer-group
         # scan is O(hosts) and only runs for a host that already stands out.
         base: list[tuple[float, str]] = []

@@ -58,7 +58,7 @@ class _Key:
                 self.total]
 
     @classmethod
-    def load(cls, d: list[Any]) -> "_Key":
+    def load(cls, d: list[Any]) -> _Key:
         k = cls.__new__(cls)
         k.rings, k.base = [Ring.load(r) for r in d[0]], DailyBaseline.load(d[1])
         k.seen = {str(s): int(v) for s, v in d[2].items()}

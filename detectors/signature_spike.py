@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from detectors.config import DetectorConfig
 from detectors.common import CoreDetector
+from detectors.config import DetectorConfig
 from detectors.inventory import Inventory
 from detectors.rate import rate_spike_from_config
 from detectors.stats import score_of

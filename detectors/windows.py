@@ -80,7 +80,7 @@ class Ring:
         return [self.head, self.total, list(self.cells)]
 
     @classmethod
-    def load(cls, data: list[Any]) -> "Ring":
+    def load(cls, data: list[Any]) -> Ring:
         r = cls(len(data[2]))
         r.head, r.total, r.cells = int(data[0]), float(data[1]), [float(x) for x in data[2]]
         return r
@@ -189,7 +189,7 @@ class DailyBaseline:
         return [self.hour, [list(x) for x in self.pending], list(self.c), list(self.e)]
 
     @classmethod
-    def load(cls, data: list[Any]) -> "DailyBaseline":
+    def load(cls, data: list[Any]) -> DailyBaseline:
         b = cls(int(data[0]))
         b.pending = [[int(h), float(a), bool(f)] for h, a, f in data[1]]
         b.c, b.e = [float(x) for x in data[2]], [float(x) for x in data[3]]

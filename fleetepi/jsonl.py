@@ -17,8 +17,8 @@ import gzip
 import io
 import os
 import stat
-import zlib
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass

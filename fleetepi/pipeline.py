@@ -274,7 +274,7 @@ class Pipeline:
         feed = self.feed_line
         clock = time.monotonic
         last = clock()
-        for lineno, line in enumerate(lines, lineno + 1):  # noqa: B007 - lineno kept after the loop
+        for lineno, line in enumerate(lines, lineno + 1):  # noqa: B020 - lineno kept after the loop
             if not line.strip():
                 continue
             feed(line, lineno)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from detectors import DetectorConfig, Inventory
-from fleetepi.contract import Crash, Telemetry, decode_event, encode
+from fleetepi.contract import Crash, decode_event, encode
 from fleetepi.exceptions import InvalidMessage
 from stream.batches import ack_all, batches, subscribe
 from stream.checkpoint import CheckpointStore

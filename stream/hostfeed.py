@@ -117,7 +117,7 @@ class HostFeed:
                     self.positions[tp.partition] = await consumer.position(tp)
                 fetched, self._fetched = self._fetched, asyncio.Event()
                 fetched.set()
-                if not self.ready.is_set():
+                if not self.ready.is_set():  # noqa: SIM102 - once ready, skip the scan of every partition
                     if all(self.positions[tp.partition] >= target[tp] for tp in tps):
                         self.entries.sort(key=lambda e: e[0])
                         log.info("host inventory loaded: %d hosts", len(self.inventory))
@@ -145,9 +145,9 @@ class HostFeed:
             while any(self.positions.get(tp.partition, 0) < end for tp, end in ends.items()):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise asyncio.TimeoutError
+                    raise TimeoutError
                 await asyncio.wait_for(self._fetched.wait(), left)
-        except (asyncio.TimeoutError, Exception) as exc:  # noqa: BLE001 - a slow feed must not stop the stages
+        except (TimeoutError, Exception) as exc:  # noqa: BLE001 - a slow feed must not stop the stages
             self.sync_timeouts += 1
             log.warning("host inventory not synced within %.0f s (%s): folding with what was read",
                         timeout_s, type(exc).__name__)

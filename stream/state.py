@@ -270,7 +270,7 @@ class PartitionState:
     def _process(self, event: Event, offset: int, ts_ms: int) -> list[Alert]:
         try:
             return self.engine.process(event)
-        except Exception:  # noqa: BLE001 - a detector bug on one input must not stop the partition
+        except Exception:  # a detector bug on one input must not stop the partition
             log.exception("%s[%d]@%d: detector failed on %r", self.stage.name, self.partition, offset, event)
             self.errors += 1
             return []

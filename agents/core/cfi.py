@@ -93,7 +93,7 @@ class EhFrame:
             try:
                 entry = self._cfi._parse_entry_at(off)  # noqa: SLF001 - one FDE, not the whole section
                 self._rows[off] = [entry] if isinstance(entry, FDE) else None  # type: ignore[list-item]
-            except Exception:  # a damaged FDE: no CFI for this function
+            except Exception:  # noqa: BLE001 - a damaged FDE: no CFI for this function
                 self._rows[off] = None
         cached = self._rows[off]
         if not cached:

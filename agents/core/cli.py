@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import click
 from agents.core.decompress import copy_limited
 from agents.core.demangle import demangle
 from agents.core.exceptions import BadRuleLine
-from agents.core.limits import GiB, CoreLimits
+from agents.core.limits import CoreLimits, GiB
 from agents.core.rules import load_rules
 from agents.core.signature import CoreAnalyzer, CoreReport
 from fleetepi.contract import Crash
@@ -91,7 +91,7 @@ def signature_command(core: str, as_json: bool, executable: str | None, host: st
     analyzer = _analyzer(rules_dir, max_core_gib, timeout_s, not no_pyspy, frames)
     try:
         # The core's mtime is when the kernel finished writing it: the crash's event time.
-        ts = datetime.fromtimestamp(os.stat(core).st_mtime, tz=timezone.utc)
+        ts = datetime.fromtimestamp(os.stat(core).st_mtime, tz=UTC)
         report = analyzer.analyze(core, host=host or socket.gethostname(), ts=ts, executable=executable)
     finally:
         analyzer.close()
@@ -211,7 +211,7 @@ def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, p
     core is damaged; this command exits 0 unless publishing itself fails.
     """
     analyzer = _analyzer(rules_dir, max_core_gib, timeout_s, not no_pyspy, frames)
-    ts = datetime.fromtimestamp(crash_time, tz=timezone.utc) if crash_time > 0 else datetime.now(timezone.utc)
+    ts = datetime.fromtimestamp(crash_time, tz=UTC) if crash_time > 0 else datetime.now(UTC)
     safe_exe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in exe_name)[:64] or "unknown"
     if keep_dir:
         Path(keep_dir).mkdir(parents=True, exist_ok=True)

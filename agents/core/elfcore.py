@@ -98,7 +98,7 @@ class CoreFile:
                 self._elf = ELFFile(self._mm)
                 e_type = self._elf.header["e_type"]
                 machine = self._elf.header["e_machine"]
-            except Exception as exc:  # ELFError, or construct errors on short input
+            except Exception as exc:  # noqa: BLE001 - ELFError, or construct errors on short input
                 raise NotACore(f"{self.path}: unreadable ELF header ({exc})") from None
             if e_type != "ET_CORE":
                 raise NotACore(f"{self.path}: ELF type {e_type}, not a core dump")
@@ -145,7 +145,7 @@ class CoreFile:
                     )
                     seg = Segment(seg.vaddr, seg.memsz, seg.offset, cut, seg.flags)
                 segs.append(seg)
-        except Exception as exc:  # pyelftools/construct on a cut program header table
+        except Exception as exc:  # noqa: BLE001 - pyelftools/construct on a cut program header table
             self.problems.append(f"unreadable program headers after {len(segs)} segments ({type(exc).__name__})")
         segs.sort(key=lambda s: s.vaddr)
         return segs
@@ -163,7 +163,7 @@ class CoreFile:
                 for note in seg.iter_notes():
                     seen += 1
                     self._take_note(notes, note)
-        except Exception as exc:  # construct/ELFError on a cut or corrupt note
+        except Exception as exc:  # noqa: BLE001 - construct/ELFError on a cut or corrupt note
             self.problems.append(f"unreadable note after {seen} notes ({type(exc).__name__}: {exc})"[:200])
         if not notes.threads:
             self.problems.append("no NT_PRSTATUS: registers unknown")

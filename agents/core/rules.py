@@ -266,7 +266,7 @@ def generate(ctx: SignatureInput, rules: SignatureRules, pipeline: Sequence[Rule
         try:
             if rule.predicate(ctx, result, rules):
                 rule.action(ctx, result, rules)
-        except Exception as exc:  # a rule bug must not lose the crash
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not lose the crash
             result.notes.append(f"{rule.name} failed: {type(exc).__name__}: {exc}"[:200])
     if not result.parts:
         result.parts = ["unknown!no-frames"]

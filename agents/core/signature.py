@@ -14,7 +14,7 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from agents.core.decompress import plain_core
 from agents.core.elfcore import CoreFile
@@ -96,7 +96,7 @@ class CoreAnalyzer:
             host, if not at the path the core recorded.
         :param extra_notes: notes from the caller (e.g. "core cut at the size limit").
         """
-        ts = ts or datetime.now(timezone.utc)
+        ts = ts or datetime.now(UTC)
         notes = list(extra_notes or [])
         partial = any(n.startswith("partial:") for n in notes)
         if compute_sha256 and core_sha256 is None:

@@ -149,7 +149,7 @@ class SymbolTable:
             if self._eh_sections is not None and self._code_mm is not None:
                 try:
                     self._eh_frame = EhFrame(self._code_mm, *self._eh_sections)
-                except Exception:  # unsupported or damaged header (ValueError, construct): scan instead
+                except Exception:  # noqa: BLE001 - unsupported or damaged header (ValueError, construct): scan instead
                     self._eh_frame = None
         if not isinstance(self._eh_frame, EhFrame):
             return None
@@ -237,7 +237,7 @@ class SymbolCache:
                 return SymbolTable(debug, code_path=binary), None
             if binary is not None:
                 return SymbolTable(binary), None
-        except Exception as exc:  # pyelftools on a damaged file: symbolize nothing from it
+        except Exception as exc:  # noqa: BLE001 - pyelftools on a damaged file: symbolize nothing from it
             return None, f"unreadable symbols ({type(exc).__name__}: {exc})"[:200]
         return None, why
 

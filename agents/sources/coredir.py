@@ -23,11 +23,11 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agents.core.limits import GiB, CoreLimits
+from agents.core.limits import CoreLimits, GiB
 from agents.core.rules import load_rules
 from agents.core.signature import CoreAnalyzer
 from fleetepi.contract import Crash
@@ -160,11 +160,11 @@ class CoreDirSource:
             outcome = "ok"
             try:
                 report = self.analyzer.analyze(
-                    path, host=self.host, ts=datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc)
+                    path, host=self.host, ts=datetime.fromtimestamp(mtime_ns / 1e9, tz=UTC)
                 )
                 events.append(report.crash)
                 outcome = "partial" if report.crash.partial else "ok"
-            except Exception as exc:  # never lose the loop to one core; the next poll moves on
+            except Exception as exc:  # noqa: BLE001 - never lose the loop to one core; the next poll moves on
                 outcome = "failed"
                 log.warning("coredir: %s could not be analyzed: %s", path, exc)
             self._done[name] = self._key(size, mtime_ns)

@@ -11,7 +11,7 @@ consumers that do not know them ignore them, as the contract requires.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 import msgspec
@@ -22,7 +22,7 @@ CRASH_SCHEMA = "fleetepi.crash/v1"
 TELEMETRY_SCHEMA = "fleetepi.telemetry/v1"
 ALERT_SCHEMA = "fleetepi.alert/v1"
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
 Timestamp = Annotated[datetime, Meta(tz=True)]
@@ -166,12 +166,12 @@ Message = Host | Crash | Telemetry | Alert
 
 def ts_from_ms(ts_ms: int | float) -> datetime:
     """UTC datetime for epoch milliseconds (what alerts carry)."""
-    return datetime.fromtimestamp(ts_ms / 1000.0, tz=timezone.utc)
+    return datetime.fromtimestamp(ts_ms / 1000.0, tz=UTC)
 
 
 def format_ts(dt: datetime) -> str:
     """RFC 3339 with millisecond precision and the ``Z`` suffix, as the contract shows."""
-    dt = dt.astimezone(timezone.utc)
+    dt = dt.astimezone(UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 

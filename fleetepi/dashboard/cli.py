@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -120,7 +120,7 @@ def history_cmd(input_path: str, output: str, step: str) -> None:
     start_s, end_s = (summary.start_ms or 0) / 1000, (summary.end_ms or 0) / 1000
 
     def iso(t: float) -> str:
-        return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
+        return datetime.fromtimestamp(t, tz=UTC).isoformat(timespec="seconds")
 
     click.echo(f"wrote {output}: {summary.events} events, {summary.snapshots} snapshots, "
                f"{summary.series} series, {summary.alerts_fired} alerts fired; "

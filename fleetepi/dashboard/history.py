@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import IO
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample, Timestamp
-from prometheus_client.core import Metric
 
 from fleetepi.contract import Event, decode_event
-from fleetepi.exceptions import InvalidMessage
 from fleetepi.dashboard.exceptions import DashboardError
+from fleetepi.exceptions import InvalidMessage
 
 
 @dataclass

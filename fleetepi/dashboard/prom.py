@@ -53,7 +53,7 @@ class PrometheusAPI:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> "PrometheusAPI":
+    def __enter__(self) -> PrometheusAPI:
         return self
 
     def __exit__(self, *exc: object) -> None:

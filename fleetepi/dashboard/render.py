@@ -21,20 +21,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display: files only
 
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
 
-from fleetepi.dashboard.prom import PrometheusAPI, Series  # noqa: E402
-from fleetepi.dashboard.queries import ALERT_LABELS, MAIN_PANELS, PanelSpec, Query, panel, resolve  # noqa: E402
+from fleetepi.dashboard.prom import PrometheusAPI, Series
+from fleetepi.dashboard.queries import ALERT_LABELS, MAIN_PANELS, PanelSpec, Query, panel, resolve
 
 #: Points per time series: enough for a smooth line, few enough for a quick query.
 POINTS = 240
@@ -74,7 +74,7 @@ def run_query(api: PrometheusAPI, q: Query, window: Window, instant: bool = Fals
 
 
 def _times(s: Series) -> list[datetime]:
-    return [datetime.fromtimestamp(t, tz=timezone.utc) for t in s.times]
+    return [datetime.fromtimestamp(t, tz=UTC) for t in s.times]
 
 
 def _empty(ax: Axes, text: str = "no data") -> None:
@@ -97,7 +97,7 @@ def draw_timeseries(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, li
     if not lines:
         _empty(ax)
         return
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=timezone.utc))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     ax.set_ylabel({"cps": "events / s", "s": "seconds"}.get(spec.unit, ""))
     if spec.log_scale:
@@ -251,8 +251,8 @@ def render(
         counts[spec.key] = sum(len(s) for _q, s in results)
         DRAW[spec.kind](ax, spec, results)
         ax.set_title(spec.title, fontsize=11, loc="left", weight="bold")
-    start = datetime.fromtimestamp(window.start_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
-    end = datetime.fromtimestamp(window.end_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    start = datetime.fromtimestamp(window.start_s, tz=UTC).strftime("%Y-%m-%d %H:%M")
+    end = datetime.fromtimestamp(window.end_s, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     fig.suptitle(f"{title}   ({start} – {end})", fontsize=14, weight="bold", x=0.01, ha="left")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=80)

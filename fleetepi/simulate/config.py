@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from fleetepi.simulate.exceptions import SimulationConfigError
@@ -141,14 +141,14 @@ class SimConfig:
         except ValueError as exc:
             raise SimulationConfigError(f"start is not RFC 3339: {self.start!r} ({exc})") from None
         if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
+            dt = dt.replace(tzinfo=UTC)
         return int(dt.timestamp() * 1000)
 
     @property
     def end_ms(self) -> int:
         return self.start_ms + int(self.days * 86_400_000)
 
-    def replace(self, **changes: Any) -> "SimConfig":
+    def replace(self, **changes: Any) -> SimConfig:
         try:
             return dataclasses.replace(self, **changes)
         except TypeError as exc:

@@ -99,7 +99,7 @@ class Outbreak:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Outbreak":
+    def from_json(cls, d: dict[str, Any]) -> Outbreak:
         kw = {k: v for k, v in d.items() if k not in ("hosts", "accept", "related", "start", "end")}
         return cls(**kw, hosts=tuple(d.get("hosts", ())), accept=tuple(_key_from(k) for k in d.get("accept", ())),
                    related=tuple(_key_from(k) for k in d.get("related", ())))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
 import numpy as np
@@ -36,7 +36,7 @@ from fleetepi.simulate.fleet import Fleet, build_fleet
 from fleetepi.simulate.outbreaks import Injector, Outbreak
 from fleetepi.simulate.tables import CrashTable, TelemetryTable, concat, take
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Rows turned into structs at a time by ``events()``.
 CHUNK = 65_536
 _HOST, _CRASH, _TEL = 0, 1, 2

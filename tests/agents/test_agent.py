@@ -145,7 +145,7 @@ class TestAgent:
         assert registry.get_sample_value("fleetepi_agent_log_lines_total", {"outcome": "event"}) == 5
         assert registry.get_sample_value("fleetepi_agent_log_lines_total", {"outcome": "nvrm_info"}) == 1
         assert registry.get_sample_value("fleetepi_agent_log_lines_total", {"outcome": "sxid_detail"}) == 0  # exists at 0
-        evs = [decode_event(l) for l in out.read_bytes().splitlines()]
+        evs = [decode_event(line) for line in out.read_bytes().splitlines()]
         for e in evs:
             validate(e)
         hosts = [e for e in evs if type(e).__name__ == "Host"]
@@ -195,7 +195,7 @@ class TestCli:
         res = CliRunner().invoke(agent_command, ["--config", str(cfg), "--output", str(out), "--once", "--host", "cli-host"])
         assert res.exit_code == 0, res.output
         assert "off: edac-missing (no EDAC driver loaded" in res.output
-        evs = [validate(decode_event(l)) for l in out.read_bytes().splitlines()]
+        evs = [validate(decode_event(line)) for line in out.read_bytes().splitlines()]
         assert {e["host"] for e in evs} == {"cli-host"}
         assert {e["schema"] for e in evs} == {"fleetepi.host/v1", "fleetepi.telemetry/v1"}
         assert sum(e.get("count", 1) for e in evs if e.get("kind") == "xid") == 5

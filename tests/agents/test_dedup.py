@@ -24,7 +24,7 @@ def test_100k_identical_lines_become_a_handful_of_counted_events():
 
 def test_flood_with_29_distinct_messages_keeps_29_keys():
     lines = []
-    for rep in range(300):
+    for _ in range(300):
         for k in range(29):
             lines.append(f"NVRM: Xid (PCI:0000:cb:00): {k + 1}, pid=1, name=x, message kind {chr(65 + k % 26)}{k // 26}")
     src = KernelLogSource("h", FakeLogSource(lines), dedup_interval_s=60, max_lines_per_poll=100_000)

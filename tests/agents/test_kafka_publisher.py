@@ -126,9 +126,9 @@ def test_open_publisher_file_and_stdout(tmp_path, capsys, validate):
         pub.publish(e)
     pub.close()
     lines = path.read_bytes().splitlines()
-    assert [decode_event(l) for l in lines] == evs
-    for l in lines:
-        validate(decode_event(l))
+    assert [decode_event(line) for line in lines] == evs
+    for line in lines:
+        validate(decode_event(line))
     out = open_publisher("-")
     out.publish(evs[1])
     out.flush()

@@ -48,7 +48,7 @@ def test_survives_restart_with_partial_ack(tmp_path):
 
 def test_cap_drops_newest_loudly(tmp_path, registry, caplog):
     s = Spool(tmp_path, max_bytes=100, registry=registry)
-    for i in range(8):
+    for _ in range(8):
         s.append(b"x" * 4)  # 12 bytes a record: 8 fit in 100
     with pytest.raises(SpoolFull):
         s.append(b"y" * 4)

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import servers  # noqa: E402
+import servers
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +272,7 @@ def sick_host_stream(n_hosts: int = 60, hours: float | None = None, seed: int = 
     if hours is None:
         hours = DetectorConfig().warmup_s / 3600.0 + 3.0
     rng = random.Random(seed)
-    t0 = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
     hosts = [f"gpu-{i:03d}" for i in range(n_hosts)]
     out: list[Any] = []
     for i, h in enumerate(hosts):
@@ -299,13 +299,13 @@ def sick_host_stream(n_hosts: int = 60, hours: float | None = None, seed: int = 
     # For the dashboard's panels: a libunwind crash living on BIOS 2.4 (rack r06)
     # and an Xid 79 storm in rack r03, both in the last hours.
     for i in range(50, 60):
-        for k in range(4):
+        for _ in range(4):
             t = end_s - 4 * 3600.0 + rng.uniform(0, 4 * 3600.0 - 60)
             timed.append((t, Crash(ts=t0 + timedelta(seconds=t), host=hosts[i], signal="SIGSEGV",
                                    signature="SIGSEGV | unw_step | libunwind.so.8", fault_class="null_page",
                                    shape_flags=["return_to_null"])))
     for i in range(20, 30):
-        for k in range(4):
+        for _ in range(4):
             t = end_s - 3600.0 + rng.uniform(0, 3540.0)
             timed.append((t, Telemetry(ts=t0 + timedelta(seconds=t), host=hosts[i], kind="xid", code=79)))
     # and one GPU host throwing Xid 13 (graphics engine exception): an application Xid,

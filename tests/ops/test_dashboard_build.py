@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -72,7 +72,7 @@ def test_grid_positions_fit_and_do_not_overlap() -> None:
     taken: set[tuple[int, int]] = set()
     for p in dashboard_dict()["panels"]:
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, p["title"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24, p["title"]
         cells = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
         assert not cells & taken, f"{p['title']} overlaps another panel"
         taken |= cells
@@ -122,7 +122,7 @@ def test_history_writes_openmetrics_in_event_time_and_counts_bad_lines(tmp_path:
     from fleetepi.contract import Crash, Host, encode
     from fleetepi.contract.codec import REASONS
 
-    t0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
+    t0 = datetime(2026, 3, 2, tzinfo=UTC)
     events = [Host(ts=t0, host="gpu-1", attributes={"rack": "r01"}), Host(ts=t0, host="gpu-2", attributes={"rack": "r02"})]
     events += [Crash(ts=t0 + timedelta(minutes=3 * i), host=f"gpu-{1 + i % 2}", signature="SIGSEGV | f | libx.so",
                      signal="SIGSEGV") for i in range(20)]

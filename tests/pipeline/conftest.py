@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -20,7 +20,7 @@ FLEETEPI = str(Path(sys.executable).with_name("fleetepi"))
 DATA = Path(__file__).parent / "data"
 
 
-T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 
 def ts(minute: float) -> str:

@@ -121,7 +121,7 @@ def test_concatenated_gzip_members_and_cut_last_line(tmp_path) -> None:
     path = tmp_path / "cat.jsonl.gz"
     path.write_bytes(a + b)  # cat a.gz b.gz > cat.gz
     with open_input(path) as src:
-        assert [line for line in src] == LINES
+        assert list(src) == LINES
     with open(path, "wb") as fh:  # cut in the middle of the last member's stream
         fh.write(a + b[: len(b) // 2])
     got = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -31,7 +31,7 @@ def alert(state: str = "firing", **fields: object) -> Alert:
     base: dict[str, object] = {"kind": "hardware_correlation", "signature": "a!b", "attribute": "bios",
                                "value": "2.4", "score": 12.5, "p_value": 1e-9, "relative_risk": 40.0}
     base.update(fields)
-    return Alert(ts=datetime(2026, 11, 22, 10, tzinfo=timezone.utc), state=state, **base)  # type: ignore[arg-type]
+    return Alert(ts=datetime(2026, 11, 22, 10, tzinfo=UTC), state=state, **base)  # type: ignore[arg-type]
 
 
 def test_every_reason_and_kind_exists_at_zero(metrics: PipelineMetrics) -> None:
@@ -58,7 +58,7 @@ def test_pipeline_counts_events_and_invalid(metrics: PipelineMetrics) -> None:
     assert value(metrics, "fleetepi_telemetry_events_total", kind="xid", code="79", cohort="r17") == 2
     assert value(metrics, "fleetepi_hosts") == 1
     assert value(metrics, "fleetepi_watermark_timestamp_seconds") == datetime(
-        2026, 11, 22, 10, 4, tzinfo=timezone.utc).timestamp()
+        2026, 11, 22, 10, 4, tzinfo=UTC).timestamp()
     assert value(metrics, "fleetepi_host_crashes", host="h1") == 1
     assert value(metrics, "fleetepi_signature_crashes", signature="libc.so.6!abort | trainer!main") == 2
 

@@ -115,7 +115,7 @@ class TestFleet:
         changed = {h: a for h, a in seen.items() if len(a) > 1}
         assert changed, "a roll-out must re-announce hosts"
         drivers = bios = 0
-        for h, history in changed.items():
+        for history in changed.values():
             for before, after in zip(history, history[1:]):
                 diff = {k for k in after if after[k] != before.get(k)}
                 assert diff and diff <= {"driver", "bios"}
@@ -173,9 +173,7 @@ class TestOutbreaks:
                 if not o.start_ms <= e.ts_ms <= o.end_ms:
                     continue
                 if isinstance(e, Crash):
-                    if o.kind == "signature_spike" and e.signature == o.signature:
-                        found[o.id] += 1
-                    elif o.kind == "host_spike" and e.host == o.host:
+                    if (o.kind == "signature_spike" and e.signature == o.signature) or (o.kind == "host_spike" and e.host == o.host):
                         found[o.id] += 1
                     elif o.kind == "hardware_correlation" and e.signature == o.signature \
                             and attrs[e.host][o.attribute] == o.value:

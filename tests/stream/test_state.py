@@ -30,21 +30,8 @@ def host_log(events: list[Any]) -> list[tuple[int, str, dict[str, str]]]:
 
 
 def source_bundles(events: list[Any], n_sources: int, per_bundle: int) -> list[list[bytes]]:
-    """Crashes split into ``n_sources`` source partitions, cut into bundles as an input stage would."""
-    split: list[list[Any]] = [[] for _ in range(n_sources)]
-    for e in events:
-        if isinstance(e, Crash):
-            split[hash(e.host) % n_sources].append(e)
-    out = []
-    for src, evs in enumerate(split):
-        bundles, wm = [], None
-        for i in range(0, len(evs), per_bundle):
-            chunk = evs[i:i + per_bundle]
-            wm = max([wm or 0] + [e.ts_ms for e in chunk])
-            recs = [(i + j, e.ts_ms, encode(e)) for j, e in enumerate(chunk)]
-            bundles.append(bundle(src, wm, evs[0].ts_ms, recs))
-        out.append(bundles)
-    return out
+    """Crashes split into ``n_sources`` source partitions, one bundle per input batch."""
+    return batched_bundles(events, n_sources, per_bundle, per_bundle)
 
 
 def fold_interleaved(per_source: list[list[bytes]], hosts: Any, seed: int, dup: bool = False) -> PartitionState:
