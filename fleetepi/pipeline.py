@@ -341,7 +341,13 @@ class Pipeline:
         self.report()
 
     def finish(self) -> list[Alert]:
-        """End of input: let event time reach the last watermark so due resolutions are emitted."""
+        """End of input: evaluate any step boundary up to the last watermark not evaluated yet.
+
+        The Engine evaluates at every boundary an event passes, so after a
+        plain stream this emits nothing; it matters when the clock was moved
+        without events (``Engine.advance``), and it is where a resolution due
+        at the last boundary would come out.
+        """
         wm = self.engine.watermark_ms
         alerts: list[Alert] = []
         if wm is not None:

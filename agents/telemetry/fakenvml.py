@@ -47,6 +47,14 @@ class NVMLError_GpuIsLost(NVMLError):
 class NVMLError_Unknown(NVMLError): ...
 
 
+#: nvmlDeviceGetFieldValues on the real H100, idle: field id -> ns spent in a
+#: clock-event reason since the driver loaded (74 SW power cap, 75 thermal
+#: policy, 76 sync boost, 269 SW thermal, 270 HW thermal, 271 HW power brake).
+H100_THROTTLE_NS = {74: 0, 75: 0, 76: 0, 269: 0, 270: 0, 271: 0}
+#: nvmlValueType_t per field id, as the H100 answered (1 unsigned int, 3 unsigned long long)
+FIELD_VALUE_TYPES = {82: 1}
+_VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
 #: NVML_TEMPERATURE_THRESHOLD_* -> °C on the real H100 (SHUTDOWN, SLOWDOWN,
 #: MEM_MAX, GPU_MAX); 4..7 (acoustic, GPS) are NotSupported there.
 H100_THRESHOLDS = {0: 95, 1: 89, 2: 95, 3: 87}
@@ -72,9 +80,18 @@ class FakeGpu:
     remap_failure: bool = False
     #: current clock-event reasons; 0x1 (GPU idle) is what an idle H100 says
     throttle: int = 0x1
+    #: NVML_FI_DEV_MEMORY_TEMP (HBM), °C
+    memory_temperature_c: int = 51
+    #: throttle-duration field id -> ns; a test adds to one (``g.throttle_ns[270] += 200_000_000``)
+    throttle_ns: dict[int, int] = field(default_factory=lambda: dict(H100_THROTTLE_NS))
+    #: field id -> nvmlReturn_t the driver answers for it; an id neither here nor
+    #: answered above gets 3 (NVML_ERROR_NOT_SUPPORTED)
+    field_errors: dict[int, int] = field(default_factory=dict)
+    channel_repair_pending: bool = False
+    tpc_repair_pending: bool = False
     lost: bool = False
     #: features answered with NVMLError_NotSupported: name, uuid, vbios, pci,
-    #: temperature, ecc, retired_pages, remapped_rows, throttle
+    #: temperature, ecc, retired_pages, remapped_rows, throttle, fields, repair
     unsupported: set[str] = field(default_factory=set)
 
 
@@ -150,6 +167,8 @@ class FakeNvml:
                 "retired_pages": [k for k in calls if k.startswith("nvmlDeviceGetRetiredPages(")],
                 "remapped_rows": ["nvmlDeviceGetRemappedRows"],
                 "throttle": ["nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"],
+                "fields": [k for k in calls if k.startswith("nvmlDeviceGetFieldValues(")],
+                "repair": ["nvmlDeviceGetRepairStatus"],
             }
             unsupported = {f for f, keys in feature_keys.items()
                            if any(calls.get(k, {}).get("error") == "NVMLError_NotSupported" for k in keys)}
@@ -159,6 +178,8 @@ class FakeNvml:
                 if k.startswith("nvmlDeviceGetTemperatureThreshold(") and "ok" in v:
                     thresholds[int(k[k.index("(") + 1:-1])] = int(v["ok"])
             rows = ok("nvmlDeviceGetRemappedRows", [0, 0, 0, 0])
+            answered, errors = _captured_fields(calls)
+            repair = ok("nvmlDeviceGetRepairStatus", [0, 0])
             gpus.append(FakeGpu(
                 name=ok("nvmlDeviceGetName", ""), uuid=ok("nvmlDeviceGetUUID", ""), vbios=ok("nvmlDeviceGetVbiosVersion", ""),
                 bus_id=(ok("nvmlDeviceGetPciInfo") or {}).get("busId", ""),
@@ -170,6 +191,8 @@ class FakeNvml:
                 retired_dbe=len(ok("nvmlDeviceGetRetiredPages(DOUBLE_BIT)", [])),
                 remapped_corr=rows[0], remapped_unc=rows[1], remap_pending=bool(rows[2]), remap_failure=bool(rows[3]),
                 throttle=int(ok("nvmlDeviceGetCurrentClocksEventReasons", ok("nvmlDeviceGetCurrentClocksThrottleReasons", 0))),
+                memory_temperature_c=int(answered.pop(82, 0)), throttle_ns=answered, field_errors=errors,
+                channel_repair_pending=bool(repair[0]), tpc_repair_pending=bool(repair[1]),
                 unsupported=unsupported,
             ))
         return cls(gpus, driver=system["nvmlSystemGetDriverVersion"]["ok"], missing=missing)
@@ -253,6 +276,44 @@ class FakeNvml:
         self._need("nvmlDeviceGetCurrentClocksEventReasons")
         return self._gpu(h, "throttle").throttle
 
+    def nvmlDeviceGetFieldValues(self, h: int, field_ids: list[int]) -> list[SimpleNamespace]:
+        """Like the real one: the call succeeds and each field carries its own nvmlReturn."""
+        self._need("nvmlDeviceGetFieldValues")
+        g = self._gpu(h, "fields")
+        out = []
+        for fid in field_ids:
+            value = g.memory_temperature_c if fid == 82 else g.throttle_ns.get(fid)
+            ret = 0 if value is not None and fid not in g.field_errors else g.field_errors.get(fid, 3)
+            vt = FIELD_VALUE_TYPES.get(fid, 3)
+            union = SimpleNamespace(**dict.fromkeys(_VALUE_MEMBER, 0))
+            if ret == 0:
+                setattr(union, _VALUE_MEMBER[vt], value)
+            out.append(SimpleNamespace(fieldId=fid, scopeId=0, timestamp=0, latencyUsec=0, valueType=vt,
+                                       nvmlReturn=ret, value=union))
+        return out
+
+    def nvmlDeviceGetRepairStatus(self, h: int) -> list[int]:
+        self._need("nvmlDeviceGetRepairStatus")
+        g = self._gpu(h, "repair")
+        return [int(g.channel_repair_pending), int(g.tpc_repair_pending)]
+
+
+def _captured_fields(calls: Mapping[str, Any]) -> tuple[dict[int, int], dict[int, int]]:
+    """A capture's field values -> (field id -> value, field id -> nvmlReturn of a refused field)."""
+    answered: dict[int, int] = {}
+    errors: dict[int, int] = {}
+    for key, v in calls.items():
+        if not key.startswith("nvmlDeviceGetFieldValues(") or "ok" not in v:
+            continue
+        for f in v["ok"]:
+            if f["nvmlReturn"]:
+                errors[f["fieldId"]] = f["nvmlReturn"]
+            else:
+                answered[f["fieldId"]] = f["value"][_VALUE_MEMBER[f["valueType"]]]
+    return answered, errors
+
+
+_FIELD_IDS = (82, 74, 75, 76, 269, 270, 271)
 
 #: What :func:`capture` asks each GPU: the calls the agent and the inventory
 #: make, plus neighbours that tell why one is unsupported (ECC mode, MIG,
@@ -275,6 +336,11 @@ _GPU_CALLS: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
       for et, en in ((0, "CORRECTED"), (1, "UNCORRECTED")) for ct, cn in ((0, "VOLATILE"), (1, "AGGREGATE"))),
     ("nvmlDeviceGetRetiredPages(MULTIPLE_SINGLE_BIT)", "nvmlDeviceGetRetiredPages", (0,)),
     ("nvmlDeviceGetRetiredPages(DOUBLE_BIT)", "nvmlDeviceGetRetiredPages", (1,)),
+    # HBM temperature and the clock-event reason duration counters (see H100_THROTTLE_NS)
+    (f"nvmlDeviceGetFieldValues({','.join(map(str, _FIELD_IDS))})", "nvmlDeviceGetFieldValues", (list(_FIELD_IDS),)),
+    *((f"nvmlDeviceGetViolationStatus({name})", "nvmlDeviceGetViolationStatus", (policy,))
+      for policy, name in ((0, "POWER"), (1, "THERMAL"))),
+    ("nvmlDeviceGetRepairStatus", "nvmlDeviceGetRepairStatus", ()),
 )
 _SYSTEM_CALLS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlSystemGetCudaDriverVersion",
                  "nvmlDeviceGetCount")
@@ -323,5 +389,5 @@ def capture(nvml: Any) -> dict[str, Any]:
 
 
 
-__all__ = ["H100_THRESHOLDS", "FakeGpu", "FakeNvml", "NVMLError", "NVMLError_FunctionNotFound",
+__all__ = ["H100_THRESHOLDS", "H100_THROTTLE_NS", "FakeGpu", "FakeNvml", "NVMLError", "NVMLError_FunctionNotFound",
            "NVMLError_GpuIsLost", "NVMLError_InvalidArgument", "NVMLError_LibraryNotFound", "NVMLError_NotSupported", "capture"]

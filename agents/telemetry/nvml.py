@@ -1,4 +1,4 @@
-"""NVML: GPU ECC counters, retired pages, row remapping, temperature, throttle reasons.
+"""NVML: GPU ECC counters, retired pages, row remapping, GPU and HBM temperature, throttling, repairs.
 
 ``pynvml`` (the ``nvidia-ml-py`` package) is imported lazily, only when an
 ``nvml`` source or the inventory asks for it, and any module with the same
@@ -47,7 +47,30 @@ CALLS = {
     "remapped_rows": ("nvmlDeviceGetRemappedRows",),
     "temperature": ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
     "throttle": ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+    "fields": ("nvmlDeviceGetFieldValues",),
+    "repair": ("nvmlDeviceGetRepairStatus",),
 }
+
+#: NVML field ids, read with one ``nvmlDeviceGetFieldValues`` per GPU and poll.
+#: Numbers rather than pynvml names: field ids are the driver's ABI, old
+#: bindings lack the newer names while the driver may know the ids, and a
+#: driver that does not know one answers for that field alone.
+FI_MEMORY_TEMP = 82
+#: clock-event reason -> field id of its cumulative duration counter (ns since
+#: the driver loaded; R555+). The set mask shows a reason only while it is on
+#: at the moment of the poll; these counters also catch a 200 ms thermal
+#: throttle that began and ended between two polls 30 s apart. The SW power
+#: cap (field 74) is left out: a GPU at full load sits on it all the time.
+THROTTLE_COUNTERS = {"sw_thermal_slowdown": 269, "hw_thermal_slowdown": 270, "hw_power_brake": 271}
+#: the thermal perf-policy violation counter (``nvmlDeviceGetViolationStatus``'s
+#: NVML_PERF_POLICY_THERMAL, ns), read only where the driver knows neither
+#: thermal reason counter above (older than R555).
+FALLBACK_COUNTERS = {"thermal_policy": 75}
+THROTTLE_NS_PER_MS = 1_000_000
+#: nvmlReturn_t codes in a field value: it answers per field, not with an exception.
+_NVML_SUCCESS, _NVML_ERROR_INVALID_ARGUMENT, _NVML_ERROR_NOT_SUPPORTED = 0, 2, 3
+#: nvmlValueType_t -> the member of the value union that holds it
+_VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
 def reason_bit(nvml: Any, reason: str) -> int:
@@ -96,6 +119,24 @@ def start(nvml: Any | None) -> Any:
     return nvml
 
 
+def field_values(fields: Any) -> dict[int, int | float | str]:
+    """``nvmlDeviceGetFieldValues``' answer -> field id: value, or the nvmlReturn_t code
+    as ``"error N"`` for a field the driver refused (the call itself succeeded)."""
+    out: dict[int, int | float | str] = {}
+    for f in fields:
+        if f.nvmlReturn != _NVML_SUCCESS:
+            out[int(f.fieldId)] = f"error {int(f.nvmlReturn)}"
+            continue
+        vt = int(f.valueType)
+        member = _VALUE_MEMBER[vt] if 0 <= vt < len(_VALUE_MEMBER) else "ullVal"
+        out[int(f.fieldId)] = getattr(f.value, member)
+    return out
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / THROTTLE_NS_PER_MS:.0f}" if ns >= THROTTLE_NS_PER_MS else f"{ns / THROTTLE_NS_PER_MS:.3g}"
+
+
 def _function_not_found(nvml: Any, exc: Exception) -> bool:
     cls = getattr(nvml, "NVMLError_FunctionNotFound", None)
     return cls is not None and isinstance(exc, cls)
@@ -112,6 +153,16 @@ class Gpu:
     remap_pending: bool = False
     remap_failure: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
+    mem_thresholds: Thresholds = field(default_factory=Thresholds)
+    #: field ids the driver refused on this GPU (NotSupported / unknown id)
+    unsupported_fields: set[int] = field(default_factory=set)
+    channel_repair_pending: bool = False
+    tpc_repair_pending: bool = False
+
+    @property
+    def hbm_device(self) -> str:
+        """The HBM sensor's device name: its own temperature series and crossing state."""
+        return f"{self.device}/hbm"
 
 
 def gpus(nvml: Any) -> list[Gpu]:
@@ -134,6 +185,8 @@ class NvmlSource:
     :param sample_interval_s: periodic temperature sample per GPU (0 = crossings only).
     :param temp_warn_c: warning threshold; default: the GPU's own slowdown threshold minus 5 °C.
     :param temp_crit_c: critical threshold; default: the GPU's slowdown threshold.
+    :param mem_temp_warn_c: HBM warning threshold; default: the GPU's memory max threshold minus 5 °C.
+    :param mem_temp_crit_c: HBM critical threshold; default: the GPU's memory max threshold.
     :param ecc_counter: "volatile" (since driver load) or "aggregate" (lifetime).
     """
 
@@ -141,7 +194,8 @@ class NvmlSource:
 
     def __init__(self, host: str, nvml: Any | None = None, sample_interval_s: float = 300.0,
                  temp_warn_c: float | None = None, temp_crit_c: float | None = None,
-                 ecc_counter: str = "volatile") -> None:
+                 ecc_counter: str = "volatile", mem_temp_warn_c: float | None = None,
+                 mem_temp_crit_c: float | None = None) -> None:
         if ecc_counter not in ("volatile", "aggregate"):
             raise ValueError("ecc_counter must be 'volatile' or 'aggregate'")
         self.host = host
@@ -149,21 +203,24 @@ class NvmlSource:
         self.counter_type = self.nvml.NVML_VOLATILE_ECC if ecc_counter == "volatile" else self.nvml.NVML_AGGREGATE_ECC
         self.gpus = gpus(self.nvml)
         for g in self.gpus:
-            g.thresholds = self._thresholds(g, temp_warn_c, temp_crit_c)
+            g.thresholds = self._thresholds(g, self.nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, temp_warn_c, temp_crit_c)
+            g.mem_thresholds = self._thresholds(g, getattr(self.nvml, "NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2),
+                                                mem_temp_warn_c, mem_temp_crit_c)
         self.deltas = CounterDeltas()
         self.thermal = ThermalTracker(host, sample_interval_s)
         self._fns: dict[str, tuple[str, ...]] = {}
         self._bad_bits = {name: reason_bit(self.nvml, reason) for reason, name in BAD_THROTTLE.items()}
 
-    def _thresholds(self, g: Gpu, warn: float | None, crit: float | None) -> Thresholds:
-        slowdown = None
+    def _thresholds(self, g: Gpu, which: int, warn: float | None, crit: float | None) -> Thresholds:
+        """Configured thresholds, else the GPU's own (``which``: slowdown or memory max) and 5 °C below."""
+        limit = None
         try:
-            slowdown = float(self.nvml.nvmlDeviceGetTemperatureThreshold(g.handle, self.nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN))
+            limit = float(self.nvml.nvmlDeviceGetTemperatureThreshold(g.handle, which))
         except self.nvml.NVMLError:
             pass
         return Thresholds(
-            warn_c=warn if warn is not None else (slowdown - 5 if slowdown else None),
-            crit_c=crit if crit is not None else slowdown,
+            warn_c=warn if warn is not None else (limit - 5 if limit else None),
+            crit_c=crit if crit is not None else limit,
         )
 
     def _call(self, g: Gpu, feature: str, *args: Any) -> Any:
@@ -228,17 +285,76 @@ class NvmlSource:
             if failure and not g.remap_failure:
                 out.append(self._event(now_ms, g, "other", "row remapping failed", severity="critical", action="CONTACT_SUPPORT"))
             g.remap_pending, g.remap_failure = bool(pending), bool(failure)
+        out += self._repair(now_ms, g)
         temp = self._call(g, "temperature", n.NVML_TEMPERATURE_GPU)
         if temp is not None:
             out += self.thermal.update(g.device, float(temp), g.thresholds, now_ms)
+        temp_c = float(temp) if temp is not None else None
+        fields = self._fields(g)
+        hbm = fields.get(FI_MEMORY_TEMP)
+        if isinstance(hbm, (int, float)) and hbm > 0:  # 0: a board without an HBM sensor that answers anyway
+            out += self.thermal.update(g.hbm_device, float(hbm), g.mem_thresholds, now_ms)
+        timed = self._throttle_time(now_ms, g, fields, temp_c)
+        out += timed.values()
         mask = self._call(g, "throttle")
         if mask is not None:
             new = int(mask) & ~g.throttle
             g.throttle = int(mask)
             for name, bit in self._bad_bits.items():
-                if bit and new & bit:
+                if bit and new & bit and name not in timed:  # the duration event already says it
                     out.append(self._event(now_ms, g, "thermal", f"clocks throttled: {name}", severity="warning",
-                                           value=float(temp) if temp is not None else None))
+                                           value=temp_c))
+        return out
+
+    def _fields(self, g: Gpu) -> dict[int, int | float | str]:
+        """HBM temperature and throttle-time counters in one NVML call; a field the
+        driver refuses (NotSupported, or an id it does not know) is not asked again."""
+        ids = [FI_MEMORY_TEMP, *THROTTLE_COUNTERS.values()]
+        if {THROTTLE_COUNTERS["sw_thermal_slowdown"], THROTTLE_COUNTERS["hw_thermal_slowdown"]} <= g.unsupported_fields:
+            ids += FALLBACK_COUNTERS.values()
+        ids = [i for i in ids if i not in g.unsupported_fields]
+        if not ids:
+            return {}
+        answer = self._call(g, "fields", ids)
+        if answer is None:
+            return {}
+        values = field_values(answer)
+        for fid, v in values.items():
+            if v in (f"error {_NVML_ERROR_NOT_SUPPORTED}", f"error {_NVML_ERROR_INVALID_ARGUMENT}"):
+                g.unsupported_fields.add(fid)
+                log.info("NVML: field %d not supported on GPU %s (%s)", fid, g.device, v)
+        return values
+
+    def _throttle_time(self, now_ms: int, g: Gpu, fields: dict[int, int | float | str],
+                       temp_c: float | None) -> dict[str, Telemetry]:
+        """Reason -> event, for each thermal / hardware slowdown counter that advanced since the last poll."""
+        out = {}
+        for name, fid in (*THROTTLE_COUNTERS.items(), *FALLBACK_COUNTERS.items()):
+            total = fields.get(fid)
+            if not isinstance(total, int):
+                continue
+            d = self.deltas.update((g.device, f"throttle_ns:{name}"), total)
+            if d:
+                # value stays a temperature (°C), as on every thermal event: the
+                # detectors read it as one; the duration goes in the message.
+                out[name] = self._event(now_ms, g, "thermal", f"clocks throttled {_ms(d)} ms since last poll: {name}",
+                                        severity="warning", value=temp_c)
+        return out
+
+    def _repair(self, now_ms: int, g: Gpu) -> list[Telemetry]:
+        """R575+ channel / TPC repair pending: states like a pending row remap, needing a reset."""
+        status = self._call(g, "repair")
+        if status is None:
+            return []
+        channel, tpc = bool(status[0]), bool(status[1])
+        out = []
+        if channel and not g.channel_repair_pending:
+            out.append(self._event(now_ms, g, "other", "memory channel repair pending: reset the GPU",
+                                   severity="critical", action="RESET_GPU"))
+        if tpc and not g.tpc_repair_pending:
+            out.append(self._event(now_ms, g, "other", "TPC repair pending: reset the GPU",
+                                   severity="critical", action="RESET_GPU"))
+        g.channel_repair_pending, g.tpc_repair_pending = channel, tpc
         return out
 
     def poll(self, now_ms: int) -> Iterable[Telemetry]:
@@ -261,4 +377,5 @@ class NvmlSource:
             pass
 
 
-__all__ = ["BAD_THROTTLE", "CALLS", "Gpu", "NvmlSource", "gpus", "import_nvml", "reason_bit", "start", "text"]
+__all__ = ["BAD_THROTTLE", "CALLS", "FALLBACK_COUNTERS", "FI_MEMORY_TEMP", "THROTTLE_COUNTERS", "Gpu", "NvmlSource",
+           "field_values", "gpus", "import_nvml", "reason_bit", "start", "text"]
