@@ -316,9 +316,9 @@ class StreamWorker:
     # ------------------------------------------------------------------ batches
     async def _batch(self, stage: Stage, messages: Sequence[Any]) -> None:
         t0 = time.perf_counter()
-        if stage.framed:
-            # announcements produced before these events were fetched must be in force for them
-            await self.hostfeed.sync()
+        # announcements produced before these events were fetched must be in force for them
+        if stage.framed and not await self.hostfeed.sync():
+            self.metrics.inventory_sync_timeouts += 1
         by_part: dict[int, list[Any]] = {}
         for m in messages:
             by_part.setdefault(m.partition, []).append(m)
@@ -565,7 +565,7 @@ class StreamWorker:
 
     def status(self) -> dict[str, Any]:
         return {"worker": self.worker_name, "hosts": len(self.inventory), "inventory_ready": self.hostfeed.ready.is_set(),
-                "inventory_sync_timeouts": self.hostfeed.sync_timeouts,
+                "inventory_sync_timeouts": self.metrics.inventory_sync_timeouts,
                 "events": dict(self.pipeline.events), "invalid": {k: v for k, v in self.pipeline.invalid.items() if v},
                 "deadletters": {f"{t}|{r}": n for (t, r), n in self.metrics.deadletters.items() if n},
                 "alerts": dict(self.pipeline.alerts), "rebuilt_records": self.metrics.rebuilt,

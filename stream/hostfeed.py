@@ -69,8 +69,6 @@ class HostFeed:
         #: Client for ListOffsets only (see ``run``).
         self._consumer: Any = None
         self._tps: list[Any] = []
-        #: Syncs that gave up waiting (broker trouble); the batch went on with what was read.
-        self.sync_timeouts = 0
 
     async def run(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -148,7 +146,6 @@ class HostFeed:
                     raise TimeoutError
                 await asyncio.wait_for(self._fetched.wait(), left)
         except (TimeoutError, Exception) as exc:  # noqa: BLE001 - a slow feed must not stop the stages
-            self.sync_timeouts += 1
             log.warning("host inventory not synced within %.0f s (%s): folding with what was read",
                         timeout_s, type(exc).__name__)
             return False

@@ -46,6 +46,8 @@ class StreamMetrics(Collector):
         self.last_checkpoint: float | None = None
         #: records folded while rebuilding partitions from their logs (recovery work).
         self.rebuilt = 0
+        #: detector batches folded without the host feed synced (``HostFeed.sync`` gave up).
+        self.inventory_sync_timeouts = 0
         self.batch_seconds = Histogram("fleetepi_stream_batch_seconds", "Time to process one batch.",
                                        buckets=BATCH_BUCKETS, registry=self.registry)
         self.registry.register(self)
@@ -77,6 +79,9 @@ class StreamMetrics(Collector):
         yield age
         yield CounterMetricFamily("fleetepi_stream_rebuilt_records", "Records folded while rebuilding partition state "
                                   "from the retained logs.", value=self.rebuilt)
+        yield CounterMetricFamily("fleetepi_stream_inventory_sync_timeouts", "Detector batches folded before the "
+                                  "host feed had read every announcement produced before them.",
+                                  value=self.inventory_sync_timeouts)
 
 
 __all__ = ["BATCH_BUCKETS", "StreamMetrics"]

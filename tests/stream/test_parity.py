@@ -15,6 +15,7 @@ def test_one_worker_same_alerts_as_embedded(reference_run: dict[str, Any], embed
     events = reference_run["status"]["events"]
     assert events["crash"] + events["telemetry"] + events["host"] == reference_run["sent"]
     assert reference_run["status"]["rebuilt_records"] == 0
+    assert reference_run["status"]["inventory_sync_timeouts"] == 0
 
 
 def test_two_workers_same_alerts_as_embedded(stream_env: Any, events_file: Any, embedded_alerts: list[Any],
