@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run the agent's NVML sources once against a real GPU and print what they see:
 # the inventory host message (GPU model, driver, VBIOS), ECC / retired pages /
-# row remapping (two polls 2 s apart: deltas need a baseline) and temperature /
-# clock-event (throttle) reasons, then the cost of one NVML poll (median of
-# 200). Needs Python >= 3.11 with this repo's runtime deps (msgspec, pyyaml)
+# row remapping (two polls 2 s apart: deltas need a baseline), GPU and HBM
+# temperature, clock-event (throttle) reasons and their duration counters,
+# channel/TPC repair pending, then the cost of one NVML poll (median of 200). Needs Python >= 3.11 with this repo's runtime deps (msgspec, pyyaml)
 # and nvidia-ml-py (pip install nvidia-ml-py); no Kafka, no root.
 #   bash scripts/gpu-check.sh            # uses .venv/bin/python if present
 #   PYTHON=python3 bash scripts/gpu-check.sh
@@ -55,8 +55,19 @@ for i in range(2):
         print(encode(ev).decode())
     if i == 0:
         time.sleep(2)
+from agents.telemetry.nvml import FALLBACK_COUNTERS, FI_MEMORY_TEMP, THROTTLE_COUNTERS, field_values
+counters = {**THROTTLE_COUNTERS, **FALLBACK_COUNTERS, "sw_power_cap": 74, "sync_boost": 76}
 for g in src.gpus:
-    print(f"gpu-check: {g.device}: unsupported features: {sorted(g.unsupported) or 'none'}; throttle mask 0x{g.throttle:x}", file=sys.stderr)
+    print(f"gpu-check: {g.device}: unsupported features: {sorted(g.unsupported) or 'none'}, fields: "
+          f"{sorted(g.unsupported_fields) or 'none'}; throttle mask 0x{g.throttle:x}", file=sys.stderr)
+    try:
+        f = field_values(nvml.nvmlDeviceGetFieldValues(g.handle, [FI_MEMORY_TEMP, *counters.values()]))
+        print(f"gpu-check: {g.device}: HBM {f.get(FI_MEMORY_TEMP)} C, thresholds {g.mem_thresholds}; throttle ns since "
+              "driver load: " + ", ".join(f"{k}={f.get(v)}" for k, v in counters.items()), file=sys.stderr)
+    except nvml.NVMLError as exc:
+        print(f"gpu-check: {g.device}: nvmlDeviceGetFieldValues: {exc}", file=sys.stderr)
+    print(f"gpu-check: {g.device}: repair pending: channel={g.channel_repair_pending} tpc={g.tpc_repair_pending}"
+          + (" (nvmlDeviceGetRepairStatus unsupported)" if "repair" in g.unsupported else ""), file=sys.stderr)
 if src._fns:
     print(f"gpu-check: fell back to older NVML functions: {src._fns}", file=sys.stderr)
 costs = []

@@ -81,7 +81,7 @@ class FakeGpu:
     #: current clock-event reasons; 0x1 (GPU idle) is what an idle H100 says
     throttle: int = 0x1
     #: NVML_FI_DEV_MEMORY_TEMP (HBM), °C
-    memory_temperature_c: int = 51
+    memory_temperature_c: int = 37
     #: throttle-duration field id -> ns; a test adds to one (``g.throttle_ns[270] += 200_000_000``)
     throttle_ns: dict[int, int] = field(default_factory=lambda: dict(H100_THROTTLE_NS))
     #: field id -> nvmlReturn_t the driver answers for it; an id neither here nor
@@ -286,8 +286,8 @@ class FakeNvml:
             ret = 0 if value is not None and fid not in g.field_errors else g.field_errors.get(fid, 3)
             vt = FIELD_VALUE_TYPES.get(fid, 3)
             union = SimpleNamespace(**dict.fromkeys(_VALUE_MEMBER, 0))
-            if ret == 0:
-                setattr(union, _VALUE_MEMBER[vt], value)
+            if ret == 0:  # the integer members of the real union share their bytes
+                union.__dict__.update(dict.fromkeys(_VALUE_MEMBER[1:], value))
             out.append(SimpleNamespace(fieldId=fid, scopeId=0, timestamp=0, latencyUsec=0, valueType=vt,
                                        nvmlReturn=ret, value=union))
         return out

@@ -289,12 +289,11 @@ class NvmlSource:
         temp = self._call(g, "temperature", n.NVML_TEMPERATURE_GPU)
         if temp is not None:
             out += self.thermal.update(g.device, float(temp), g.thresholds, now_ms)
-        temp_c = float(temp) if temp is not None else None
         fields = self._fields(g)
         hbm = fields.get(FI_MEMORY_TEMP)
         if isinstance(hbm, (int, float)) and hbm > 0:  # 0: a board without an HBM sensor that answers anyway
             out += self.thermal.update(g.hbm_device, float(hbm), g.mem_thresholds, now_ms)
-        timed = self._throttle_time(now_ms, g, fields, temp_c)
+        timed = self._throttle_time(now_ms, g, fields)
         out += timed.values()
         mask = self._call(g, "throttle")
         if mask is not None:
@@ -302,8 +301,7 @@ class NvmlSource:
             g.throttle = int(mask)
             for name, bit in self._bad_bits.items():
                 if bit and new & bit and name not in timed:  # the duration event already says it
-                    out.append(self._event(now_ms, g, "thermal", f"clocks throttled: {name}", severity="warning",
-                                           value=temp_c))
+                    out.append(self._event(now_ms, g, "thermal", f"clocks throttled: {name}", severity="warning"))
         return out
 
     def _fields(self, g: Gpu) -> dict[int, int | float | str]:
@@ -325,8 +323,7 @@ class NvmlSource:
                 log.info("NVML: field %d not supported on GPU %s (%s)", fid, g.device, v)
         return values
 
-    def _throttle_time(self, now_ms: int, g: Gpu, fields: dict[int, int | float | str],
-                       temp_c: float | None) -> dict[str, Telemetry]:
+    def _throttle_time(self, now_ms: int, g: Gpu, fields: dict[int, int | float | str]) -> dict[str, Telemetry]:
         """Reason -> event, for each thermal / hardware slowdown counter that advanced since the last poll."""
         out = {}
         for name, fid in (*THROTTLE_COUNTERS.items(), *FALLBACK_COUNTERS.items()):
@@ -335,10 +332,11 @@ class NvmlSource:
                 continue
             d = self.deltas.update((g.device, f"throttle_ns:{name}"), total)
             if d:
-                # value stays a temperature (°C), as on every thermal event: the
-                # detectors read it as one; the duration goes in the message.
+                # A notice, not a reading: no ``value`` (the temperature is its own reading of the
+                # same poll), so the detectors count it as one thermal crossing whatever the
+                # temperature: a GPU that throttles at 70 °C still throttles.
                 out[name] = self._event(now_ms, g, "thermal", f"clocks throttled {_ms(d)} ms since last poll: {name}",
-                                        severity="warning", value=temp_c)
+                                        severity="warning")
         return out
 
     def _repair(self, now_ms: int, g: Gpu) -> list[Telemetry]:

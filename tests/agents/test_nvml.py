@@ -38,22 +38,23 @@ def test_ecc_deltas_retired_pages_and_row_remapping(validate):
 def test_temperature_thresholds_from_the_gpu_and_throttle_reasons():
     fake = FakeNvml([FakeGpu(temperature_c=50, slowdown_c=87)])
     src = NvmlSource("h", nvml=fake, sample_interval_s=300)
-    (sample,) = src.poll(0)
-    assert (sample.kind, sample.value) == ("thermal", 50.0)
+    assert [(e.kind, e.device, e.value) for e in src.poll(0)] == [
+        ("thermal", "0000:18:00", 50.0), ("thermal", "0000:18:00/hbm", 37.0)]  # GPU, then HBM sample
     fake.gpus[0].temperature_c = 88
     fake.gpus[0].throttle = fake.nvmlClocksThrottleReasonHwThermalSlowdown | fake.nvmlClocksThrottleReasonGpuIdle
     got = {e.message: e for e in src.poll(30_000)}
     assert got["temperature above critical threshold (88 C, threshold 87 C)"].severity == "critical"
-    assert got["clocks throttled: hw_thermal_slowdown"].value == 88.0
+    assert got["clocks throttled: hw_thermal_slowdown"].value is None  # a notice: counted whatever the temperature
     assert len(got) == 2  # GPU idle is not worth an event
     assert [e.message for e in src.poll(60_000)] == []  # same reasons still set: no repeat
 
 
 def test_unsupported_features_are_skipped_per_gpu():
-    fake = FakeNvml([FakeGpu(unsupported={"ecc", "retired_pages", "remapped_rows", "throttle"})])
+    off = {"ecc", "retired_pages", "remapped_rows", "throttle", "fields", "repair"}
+    fake = FakeNvml([FakeGpu(unsupported=off)])
     src = NvmlSource("h", nvml=fake, sample_interval_s=0)
     assert list(src.poll(0)) == []
-    assert src.gpus[0].unsupported == {"ecc", "retired_pages", "remapped_rows", "throttle"}
+    assert src.gpus[0].unsupported == off
 
 
 def test_lost_gpu_is_an_xid79_event_once():
@@ -103,11 +104,13 @@ def h100(data_dir, name="h100-capture.json"):
     return json.loads((data_dir / "nvml" / name).read_text())
 
 
-@pytest.mark.parametrize(("capture", "missing", "temperature_fn"), [
-    ("h100-capture.json", set(), "nvmlDeviceGetTemperatureV"),
-    ("h100-capture-nvml-py12.json", {"nvmlDeviceGetTemperatureV"}, "nvmlDeviceGetTemperature"),  # old bindings
+@pytest.mark.parametrize(("capture", "missing", "temperature_fn", "unsupported"), [
+    ("h100-capture.json", set(), "nvmlDeviceGetTemperatureV", {"retired_pages"}),
+    # old bindings: no TemperatureV (falls back), no RepairStatus (off)
+    ("h100-capture-nvml-py12.json", {"nvmlDeviceGetTemperatureV", "nvmlDeviceGetRepairStatus"}, "nvmlDeviceGetTemperature",
+     {"retired_pages", "repair"}),
 ])
-def test_real_h100_capture_through_the_agent(data_dir, tmp_path, capture, missing, temperature_fn):
+def test_real_h100_capture_through_the_agent(data_dir, tmp_path, capture, missing, temperature_fn, unsupported):
     """The whole agent (config -> sources -> JSON lines) against what a real H100 answered."""
     import json
 
@@ -131,18 +134,20 @@ def test_real_h100_capture_through_the_agent(data_dir, tmp_path, capture, missin
     assert docs[0]["attributes"] == {"driver": "580.159.04", "gpu_count": "1", "gpu_family": "H100",
                                      "gpu_model": "H100 80GB HBM3", "kernel": "6.18.44-fc-v657-gpu",
                                      "vbios": "96.00.DA.00.0C"}
-    # an idle, healthy H100: one temperature sample; ECC and remap totals are baselines,
-    # the GPU-idle clock reason is not worth an event
+    # an idle, healthy H100: one GPU and one HBM temperature sample; ECC, remap and
+    # throttle-time totals are baselines, the GPU-idle clock reason is not worth an event
     temp = float(cap["gpus"][0]["nvmlDeviceGetTemperature(GPU)"]["ok"])
     assert [(d["kind"], d["device"], d["value"], d["message"]) for d in docs[1:]] == [
-        ("thermal", "0000:00:06", temp, "temperature sample")]
+        ("thermal", "0000:00:06", temp, "temperature sample"), ("thermal", "0000:00:06/hbm", 37.0, "temperature sample")]
     for d in docs:
         assert d["host"] == "gpu-h100-001"
     assert fake.calls[temperature_fn] >= 1
     nvml = next(s.source for s in agent.slots if s.name == "nvml")
     (gpu,) = nvml.gpus
-    assert gpu.unsupported == {"retired_pages"}  # Hopper remaps rows instead of retiring pages
+    assert gpu.unsupported == unsupported  # Hopper remaps rows instead of retiring pages
+    assert gpu.unsupported_fields == set()  # HBM temperature and every throttle-time counter answered
     assert (gpu.thresholds.warn_c, gpu.thresholds.crit_c) == (84.0, 89.0)  # slowdown threshold 89 °C
+    assert (gpu.mem_thresholds.warn_c, gpu.mem_thresholds.crit_c) == (90.0, 95.0)  # memory max 95 °C
     assert gpu.throttle == 0x1  # GPU idle
 
 
@@ -164,7 +169,7 @@ def test_real_h100_capture_then_memory_errors(data_dir, validate):
     g.temperature_c, g.throttle = 90, fake.nvmlClocksEventReasonHwThermalSlowdown
     got = {e.message: e for e in src.poll(60_000)}
     assert got["temperature above critical threshold (90 C, threshold 89 C)"].severity == "critical"
-    assert got["clocks throttled: hw_thermal_slowdown"].value == 90.0
+    assert got["clocks throttled: hw_thermal_slowdown"].value is None
 
 
 def test_remap_pending_before_the_agent_started_is_reported():
@@ -194,7 +199,7 @@ def test_old_driver_without_the_new_nvml_functions_falls_back(missing):
     assert [e.message for e in src.poll(1000)] == ["clocks throttled: hw_slowdown"]
     assert src.gpus[0].unsupported == set()
     old = {"nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetTemperature"}
-    used = {fn for fn, n in fake.calls.items() if n == 2}
+    used = {fn for fn, n in fake.calls.items() if n == 2 and ("Temperature" in fn or "Clocks" in fn)}
     assert used == (old if missing else {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTemperatureV"})
 
 
@@ -228,6 +233,13 @@ def test_fake_answers_like_the_real_h100(data_dir):
     with pytest.raises(fakenvml.NVMLError_NotSupported, match="^Not Supported$"):
         FakeNvml([FakeGpu(unsupported={"retired_pages"})]).nvmlDeviceGetRetiredPages(0, 0)
     assert fake.nvmlDeviceGetCurrentClocksEventReasons(0) == cap["nvmlDeviceGetCurrentClocksEventReasons"]["ok"]
+    (key,) = [k for k in cap if k.startswith("nvmlDeviceGetFieldValues(")]
+    ids = [int(i) for i in key[key.index("(") + 1:-1].split(",")]
+    assert [(f.fieldId, f.valueType, f.nvmlReturn, f.value.uiVal if f.valueType == 1 else f.value.ullVal)
+            for f in fake.nvmlDeviceGetFieldValues(0, ids)] == [
+        (f["fieldId"], f["valueType"], f["nvmlReturn"], f["value"]["uiVal" if f["valueType"] == 1 else "ullVal"])
+        for f in cap[key]["ok"]]
+    assert fake.nvmlDeviceGetRepairStatus(0) == cap["nvmlDeviceGetRepairStatus"]["ok"]
 
 
 def test_gpu_model_names():
@@ -247,8 +259,147 @@ def test_capture_of_the_replayed_h100_gives_back_the_capture(data_dir):
     again = capture(FakeNvml.from_capture(real))
     assert again["system"]["nvmlSystemGetDriverVersion"] == real["system"]["nvmlSystemGetDriverVersion"]
     keys = ["nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetRemappedRows",
-            "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTemperature(GPU)",
+            "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTemperature(GPU)", "nvmlDeviceGetRepairStatus",
             "nvmlDeviceGetRetiredPages(DOUBLE_BIT)", "nvmlDeviceGetTotalEccErrors(UNCORRECTED,VOLATILE)",
             *(f"nvmlDeviceGetTemperatureThreshold({k})" for k in range(9))]
     assert {k: again["gpus"][0][k] for k in keys} == {k: real["gpus"][0][k] for k in keys}
+    fv = "nvmlDeviceGetFieldValues(82,74,75,76,269,270,271)"
+
+    def typed(f):
+        return f["fieldId"], f["valueType"], f["nvmlReturn"], f["value"]["uiVal" if f["valueType"] == 1 else "ullVal"]
+
+    assert [typed(f) for f in again["gpus"][0][fv]["ok"]] == [typed(f) for f in real["gpus"][0][fv]["ok"]]
     assert again["gpus"][0]["nvmlDeviceGetPciInfo"]["ok"]["busId"] == "00000000:00:06.0"
+
+
+# --- HBM temperature, throttle-time counters, repair pending -------------------------------------
+
+def test_hbm_temperature_crossings_against_the_memory_max_threshold(data_dir, validate):
+    """The H100's HBM: its own device name and level, thresholds from NVML_TEMPERATURE_THRESHOLD_MEM_MAX (95 °C)."""
+    fake = FakeNvml.from_capture(h100(data_dir))
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0)
+    assert list(src.poll(0)) == []
+    g = fake.gpus[0]
+    g.memory_temperature_c = 91
+    (warn,) = src.poll(1000)
+    assert (warn.device, warn.message, warn.severity, warn.value) == (
+        "0000:00:06/hbm", "temperature above warning threshold (91 C, threshold 90 C)", "warning", 91.0)
+    g.memory_temperature_c = 96
+    (crit,) = src.poll(2000)
+    assert (crit.message, crit.severity) == ("temperature above critical threshold (96 C, threshold 95 C)", "critical")
+    g.memory_temperature_c = 94  # within the 2 °C hysteresis: still critical, no flapping
+    assert list(src.poll(3000)) == []
+    g.memory_temperature_c = 60
+    (back,) = src.poll(4000)
+    assert (back.message, back.severity) == ("temperature back to normal from critical (60 C, threshold 95 C)", "info")
+    for e in (warn, crit, back):
+        validate(e)
+    # the GPU's own sensor kept its level: nothing happened to it
+    assert src.thermal._level["0000:00:06"] == "normal"
+
+
+def test_hbm_thresholds_can_be_configured():
+    src = NvmlSource("h", nvml=FakeNvml(), sample_interval_s=0, mem_temp_warn_c=80, mem_temp_crit_c=85)
+    assert (src.gpus[0].mem_thresholds.warn_c, src.gpus[0].mem_thresholds.crit_c) == (80, 85)
+
+
+def test_short_thermal_throttle_between_two_polls_is_not_missed(data_dir, validate):
+    """A 200 ms HW thermal slowdown that ended before the next poll: the mask is back to idle,
+    the duration counter (ns) remembers it. The SW power cap, on all the time under load, is no event."""
+    fake = FakeNvml.from_capture(h100(data_dir))
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0)
+    assert list(src.poll(0)) == []
+    g = fake.gpus[0]
+    g.throttle_ns[270] += 200_000_000
+    g.throttle_ns[74] += 29_000_000_000  # SW power cap
+    (ev,) = src.poll(30_000)
+    assert (ev.kind, ev.device, ev.message, ev.severity, ev.value) == (
+        "thermal", "0000:00:06", "clocks throttled 200 ms since last poll: hw_thermal_slowdown", "warning", None)
+    validate(ev)
+    assert list(src.poll(60_000)) == []  # counters still: nothing
+    g.throttle_ns[269] += 1_500_000_000
+    g.throttle_ns[271] += 250_000
+    assert sorted(e.message for e in src.poll(90_000)) == [
+        "clocks throttled 0.25 ms since last poll: hw_power_brake",
+        "clocks throttled 1500 ms since last poll: sw_thermal_slowdown"]
+    g.throttle_ns[270] = 50_000_000  # driver reloaded: the counter restarted from 0
+    assert [e.message for e in src.poll(120_000)] == ["clocks throttled 50 ms since last poll: hw_thermal_slowdown"]
+
+
+def test_throttle_still_on_at_the_poll_is_said_once():
+    """Mask bit and counter both show hw_thermal_slowdown: one event (with its duration), not two;
+    hw_slowdown has no counter of its own and still comes from the mask."""
+    fake = FakeNvml([FakeGpu(temperature_c=70)])
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0)
+    src.poll(0)
+    g = fake.gpus[0]
+    g.throttle = fake.nvmlClocksEventReasonHwThermalSlowdown | fake.nvmlClocksEventReasonHwSlowdown
+    g.throttle_ns[270] += 4_000_000_000
+    assert sorted(e.message for e in src.poll(30_000)) == [
+        "clocks throttled 4000 ms since last poll: hw_thermal_slowdown", "clocks throttled: hw_slowdown"]
+    g.throttle_ns[270] += 30_000_000_000  # still throttling a poll later: the duration says for how long
+    assert [e.message for e in src.poll(60_000)] == ["clocks throttled 30000 ms since last poll: hw_thermal_slowdown"]
+
+
+def test_fields_a_driver_refuses_are_switched_off_and_the_thermal_policy_counter_stands_in():
+    """A driver older than R555 knows neither reason counter (NotSupported / InvalidArgument per
+    field, the call itself succeeds): they are not asked again, the thermal policy counter is read."""
+    fake = FakeNvml([FakeGpu(field_errors={269: 3, 270: 2, 271: 3, 82: 3})])
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0)
+    assert list(src.poll(0)) == []
+    assert src.gpus[0].unsupported_fields == {82, 269, 270, 271}
+    assert list(src.poll(1000)) == []  # thermal policy baseline
+    fake.gpus[0].throttle_ns[75] += 300_000_000
+    assert [e.message for e in src.poll(2000)] == ["clocks throttled 300 ms since last poll: thermal_policy"]
+    assert src.gpus[0].unsupported == set()
+
+
+def test_field_values_of_the_real_bindings():
+    """field_values reads the real ctypes structs: the union member by value type, refusals per field."""
+    pynvml = pytest.importorskip("pynvml")
+    from agents.telemetry.nvml import field_values
+
+    arr = (pynvml.c_nvmlFieldValue_t * 3)()
+    arr[0].fieldId, arr[0].valueType, arr[0].value.uiVal = 82, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, 51
+    arr[1].fieldId, arr[1].valueType, arr[1].value.ullVal = 74, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 20_310_505_568
+    arr[2].fieldId, arr[2].nvmlReturn = 270, pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert field_values(arr) == {82: 51, 74: 20_310_505_568, 270: "error 3"}
+
+
+def test_repair_pending_is_a_state_reported_once():
+    fake = FakeNvml([FakeGpu(tpc_repair_pending=True)])
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0)
+    (tpc,) = src.poll(0)
+    assert (tpc.kind, tpc.message, tpc.severity, tpc.action) == (
+        "other", "TPC repair pending: reset the GPU", "critical", "RESET_GPU")
+    assert list(src.poll(1000)) == []
+    fake.gpus[0].channel_repair_pending = True
+    assert [e.message for e in src.poll(2000)] == ["memory channel repair pending: reset the GPU"]
+
+
+def test_old_driver_without_repair_status_turns_it_off():
+    fake = FakeNvml([FakeGpu(channel_repair_pending=True)], missing={"nvmlDeviceGetRepairStatus"})
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0)
+    assert list(src.poll(0)) == []
+    assert src.gpus[0].unsupported == {"repair"}
+
+
+def test_real_h100_under_load_replayed(data_dir):
+    """What the source saw every 0.5 s through 20 s of bf16 matmuls at 700 W on the H100:
+    the SW power cap counter ran for 20.3 s, the thermal ones stayed 0, so only samples came out."""
+    import json
+
+    load = json.loads((data_dir / "nvml" / "h100-load.json").read_text())
+    cal = load["calibration"]
+    assert cal["d_field"]["74"] == cal["d_viol_power"][1] > 0  # field 74 and the violation status: same ns counter
+    fake = FakeNvml.from_capture(h100(data_dir))
+    src = NvmlSource("h", nvml=fake, sample_interval_s=5)
+    g = fake.gpus[0]
+    events = []
+    for r in load["samples"]:
+        g.temperature_c, g.memory_temperature_c, g.throttle = r["temp"], r["hbm"], int(r["reasons"], 16)
+        g.throttle_ns = {int(k): v for k, v in r["fields"].items()}
+        events += src.poll(int(r["t"] * 1000))
+    assert {e.message for e in events} == {"temperature sample"}
+    hbm = [e.value for e in events if e.device == "0000:00:06/hbm"]
+    assert hbm[0] == 37.0 and max(hbm) >= 55.0
