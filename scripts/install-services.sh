@@ -6,6 +6,7 @@
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/apt-install.sh
 
 need_apt=()
 command -v prometheus   >/dev/null || need_apt+=(prometheus)
@@ -16,12 +17,7 @@ command -v Rscript      >/dev/null || need_apt+=(r-cran-surveillance)
 Rscript -e 'library(surveillance)' >/dev/null 2>&1 || need_apt+=(r-cran-surveillance)
 command -v gcc >/dev/null || need_apt+=(gcc)
 command -v gdb >/dev/null || need_apt+=(gdb)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "install-services: apt-get install ${need_apt[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-fi
+apt_install install-services "${need_apt[@]}"
 # Debian starts the packaged daemons; the tests run their own on free ports.
 for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
   (systemctl stop "$svc" 2>/dev/null || service "$svc" stop 2>/dev/null || true) >/dev/null 2>&1

@@ -5,15 +5,11 @@
 # py-spy (Python frames from cores; a pip package of the agent extra, so the
 # venv already has it -- this only reports). Idempotent.
 set -euo pipefail
+. "$(dirname "$0")/../apt-install.sh"
 need=()
 command -v strip >/dev/null || need+=(binutils)
 command -v g++ >/dev/null || need+=(g++)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "install.d/agents-core: apt-get install ${need[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+apt_install install.d/agents-core "${need[@]}"
 if [ ! -x .venv/bin/py-spy ] && ! command -v py-spy >/dev/null; then
   echo "install.d/agents-core: py-spy missing (pip install -e '.[agent]'); Python-frame tests will skip"
 fi
