@@ -58,9 +58,9 @@ class HostFeed:
         self.on_change = on_change
         self.ready = asyncio.Event()
         self.read = 0
-        #: Every announcement read, ``(ts_ms, host, attributes)``: sorted by event time when
-        #: the initial load completes, appended in arrival order after that. Append-only:
-        #: partition states keep a cursor into it (``stream.state``).
+        #: Every announcement read, ``(ts_ms, host, attributes)``, in arrival order. Append-only:
+        #: partition states keep a cursor into it and bring announcements into force in event
+        #: time themselves (``stream.state``).
         self.entries: list[tuple[int, str, dict[str, str]]] = []
         #: Next offset to read, per partition of the topic (advanced after each fetch).
         self.positions: dict[int, int] = {}
@@ -115,11 +115,9 @@ class HostFeed:
                     self.positions[tp.partition] = await consumer.position(tp)
                 fetched, self._fetched = self._fetched, asyncio.Event()
                 fetched.set()
-                if not self.ready.is_set():  # noqa: SIM102 - once ready, skip the scan of every partition
-                    if all(self.positions[tp.partition] >= target[tp] for tp in tps):
-                        self.entries.sort(key=lambda e: e[0])
-                        log.info("host inventory loaded: %d hosts", len(self.inventory))
-                        self.ready.set()
+                if not self.ready.is_set() and all(self.positions[tp.partition] >= target[tp] for tp in tps):
+                    log.info("host inventory loaded: %d hosts", len(self.inventory))
+                    self.ready.set()
         finally:
             self._consumer = None
             await offsets.stop()

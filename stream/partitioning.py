@@ -166,14 +166,17 @@ def split_bundles(partition: int, watermark_ms: int | None, first_ms: int | None
     and fold their events as late ones: counts then depended on how the
     input happened to be batched (seen in the kill -9 tests).
     """
+    starts = range(0, max(len(records), 1), max_records)
     out = []
-    n = len(records)
-    for j in range(0, max(n, 1), max_records):
-        rest = records[j + max_records:]
-        wm = watermark_ms
-        if rest and wm is not None:
-            wm = min(wm, min(r[1] for r in rest) - 1)
-        out.append(bundle(partition, wm, first_ms, records[j:j + max_records], caught_up and not rest))
+    later: int | None = None  # oldest event time in the parts after this one
+    for j in reversed(starts):
+        part = records[j:j + max_records]
+        wm = watermark_ms if later is None or watermark_ms is None else min(watermark_ms, later - 1)
+        out.append(bundle(partition, wm, first_ms, part, caught_up and later is None))
+        if part:
+            oldest = min(r[1] for r in part)
+            later = oldest if later is None else min(later, oldest)
+    out.reverse()
     return out
 
 
