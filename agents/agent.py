@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
-from agents.config import AgentConfig
-from agents.exceptions import PublishError, SourceUnavailable
-from agents.metrics import AgentMetrics
-from agents.publish.base import Publisher
-from agents.sources import registry as source_registry
-from agents.sources.base import Source
+from fleetepi.agents.config import AgentConfig
+from fleetepi.agents.exceptions import PublishError, SourceUnavailable
+from fleetepi.agents.metrics import AgentMetrics
+from fleetepi.agents.publish.base import Publisher
+from fleetepi.agents.sources import registry as source_registry
+from fleetepi.agents.sources.base import Source
 from fleetepi.contract import Event
 
 log = logging.getLogger(__name__)

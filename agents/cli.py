@@ -85,9 +85,9 @@ def _run(config_path: str | None, output: str | None, host: str | None, once: bo
     import yaml
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from agents.agent import Agent
-    from agents.config import load_config, parse_config
-    from agents.publish import open_publisher
+    from fleetepi.agents.agent import Agent
+    from fleetepi.agents.config import load_config, parse_config
+    from fleetepi.agents.publish import open_publisher
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # kafka-python logs every refused connection as an ERROR; while the

@@ -20,7 +20,7 @@ import msgspec
 import yaml
 from msgspec import Meta
 
-from agents.exceptions import AgentConfigError
+from fleetepi.agents.exceptions import AgentConfigError
 
 #: Poll interval per kind when the config gives none (seconds).
 DEFAULT_INTERVALS_S = {
@@ -50,7 +50,7 @@ class PublishConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     client_id: str | None = None
 
     def kafka_options(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`agents.publish.kafka.KafkaPublisher`."""
+        """Keyword arguments for :class:`fleetepi.agents.publish.kafka.KafkaPublisher`."""
         opts = {f: getattr(self, f) for f in self.__struct_fields__ if getattr(self, f) is not None}
         opts.pop("sasl_plain_password_file", None)
         if self.sasl_plain_password_file:
@@ -129,7 +129,7 @@ def parse_config(data: Any, host: str | None = None) -> AgentConfig:
     :param host: ``--host`` from the command line; wins over the file.
     :raises AgentConfigError: with the path of the offending key.
     """
-    from agents.sources.registry import kinds
+    from fleetepi.agents.sources.registry import kinds
 
     if data is None:
         data = {}

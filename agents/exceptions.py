@@ -1,4 +1,4 @@
-"""Errors of the node agent (core dumps have their own in ``agents.core.exceptions``).
+"""Errors of the node agent (core dumps have their own in ``fleetepi.agents.core.exceptions``).
 
 ::
 
@@ -13,7 +13,7 @@
           └── SpoolFull             the spool cap is hit; the event is dropped and counted
 
 kafka-python's errors are translated into ``PublishError`` in
-``agents.publish.kafka`` and nowhere else.
+``fleetepi.agents.publish.kafka`` and nowhere else.
 """
 
 from __future__ import annotations

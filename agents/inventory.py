@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agents.exceptions import NvmlUnavailable
-from agents.sources.registry import register
-from agents.telemetry.hwmon import read_str
+from fleetepi.agents.exceptions import NvmlUnavailable
+from fleetepi.agents.sources.registry import register
+from fleetepi.agents.telemetry.hwmon import read_str
 from fleetepi.contract import Host, ts_from_ms
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def gpu_family(model: str) -> str | None:
 
 def gpu_attributes(nvml: Any) -> dict[str, str]:
     """GPU model/family/count/driver/VBIOS; mixed models or VBIOSes are joined with ``,``."""
-    from agents.telemetry.nvml import text
+    from fleetepi.agents.telemetry.nvml import text
 
     out: dict[str, str] = {}
     try:
@@ -153,7 +153,7 @@ class InventorySource:
     def _nvml(nvml: Any) -> Any:
         if nvml != "auto":
             return nvml
-        from agents.telemetry.nvml import start
+        from fleetepi.agents.telemetry.nvml import start
 
         try:
             return start(None)

@@ -92,7 +92,7 @@ def config(tmp: Path) -> Path:
 
 def flood_rate(n: int = 200_000) -> tuple[float, float]:
     sys.path.insert(0, str(ROOT))
-    from agents.telemetry.kmsg import FakeLogSource, KernelLogSource
+    from fleetepi.agents.telemetry.kmsg import FakeLogSource, KernelLogSource
 
     line = "[{:>12.6f}] NVRM: Xid (PCI:0000:cb:00): 13, pid=1797828, name=pt_main_thread, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"
     src = KernelLogSource("h", FakeLogSource(line.format(100 + i * 1e-5) for i in range(n)), max_lines_per_poll=n)
@@ -118,7 +118,7 @@ def main() -> None:
         cfg = config(Path(tmp))
         bare = measure([py, "-c", "import time; time.sleep(3600)"], 5.0, 1.0)
         imports = measure([py, "-c", "import time, agents.agent, agents.cli, agents.publish.jsonl, agents.telemetry.kmsg, "
-                                     "agents.telemetry.edac, agents.telemetry.hwmon, agents.inventory, prometheus_client, yaml;"
+                                     "fleetepi.agents.telemetry.edac, agents.telemetry.hwmon, agents.inventory, prometheus_client, yaml;"
                                      " time.sleep(3600)"], 5.0, 2.0)
         agent = measure([fleetepi, "agent", "--config", str(cfg), "--output", str(Path(tmp) / "events.jsonl")], args.seconds)
     print(f"{'process':<28}{'CPU % of a core':>16}{'RSS MB':>10}{'peak RSS MB':>13}")

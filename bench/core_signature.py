@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from agents.core.signature import CoreAnalyzer
+from fleetepi.agents.core.signature import CoreAnalyzer
 core, warm_core, repeat, pyspy = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
 an = CoreAnalyzer(use_pyspy=pyspy)
 if warm_core != "-":

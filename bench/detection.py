@@ -1,7 +1,7 @@
 """Detection benchmark: the detectors against two baselines on simulated fleets with labelled outbreaks.
 
 For each seed: simulate a fleet (``fleetepi.simulate``), stream its events
-ONCE through the detectors (``detectors.Engine``), the fixed-threshold
+ONCE through the detectors (``fleetepi.detectors.Engine``), the fixed-threshold
 baseline and the hourly-series collector; then run the R ``surveillance``
 baselines (earsC C1/C2/C3, farringtonFlexible) on every seed's series in ONE
 Rscript call, score every method with the same rules
@@ -54,7 +54,7 @@ METHOD_LABEL = {"detectors": "fleetepi detectors", "thresholds": "fixed threshol
 def load_engine() -> tuple[Any, str | None]:
     """The detectors' Engine class, or the reason it cannot be imported (they are written in parallel)."""
     try:
-        from detectors import Engine  # noqa: PLC0415
+        from fleetepi.detectors import Engine  # noqa: PLC0415
 
         Engine()  # the registry imports every detector module here
         return Engine, None

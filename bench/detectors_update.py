@@ -22,11 +22,11 @@ import random
 import time
 from collections import Counter
 
-from detectors.config import DetectorConfig
-from detectors.engine import Engine
-from detectors.inventory import Inventory
-from detectors.registry import build_detectors
 from fleetepi.contract import Crash, Host, Telemetry, ts_from_ms
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.engine import Engine
+from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.registry import build_detectors
 
 T0 = 1_793_491_200_000
 

@@ -76,9 +76,9 @@ Worker(app, loglevel="warning", quiet=True, redirect_stdouts=False).execute_from
 BARE_RAW = r'''
 import sys, time, os
 from faust.worker import Worker
-from stream.batches import ack_all, batches, subscribe
+from fleetepi.stream.batches import ack_all, batches, subscribe
 import faust
-from stream.fastconsumer import FastApp
+from fleetepi.stream.fastconsumer import FastApp
 broker, prefix, total, batch, within, datadir = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
 app = (FastApp if os.environ.get("FLEETEPI_BENCH_FAST") else faust.App)("bareraw-" + prefix, broker=broker, value_serializer="raw", key_serializer="raw", web_enabled=False,
               consumer_auto_offset_reset="earliest", topic_disable_leader=True, topic_allow_declare=False,
@@ -119,7 +119,7 @@ def run_bare(script_text: str, name: str, broker: str, prefix: str, inputs: int,
 
 
 def free_port() -> int:
-    from stream.devbroker import free_port as fp
+    from fleetepi.stream.devbroker import free_port as fp
 
     return fp()
 
@@ -166,8 +166,8 @@ def internal_ends(bootstrap: str, names: Any) -> int:
 
 def bench_throughput(broker: str, bootstrap: str, events: Path, work: Path, batch: int, within: float,
                      workers: int = 1) -> dict[str, Any]:
-    from stream.publish import publish_file
-    from stream.topics import TopicNames, ensure_topics, topic_specs
+    from fleetepi.stream.publish import publish_file
+    from fleetepi.stream.topics import TopicNames, ensure_topics, topic_specs
 
     names = TopicNames(f"b{uuid.uuid4().hex[:6]}.")
     ensure_topics(bootstrap, topic_specs(names, 4))
@@ -226,8 +226,8 @@ def percentile(xs: list[float], q: float) -> float:
 def bench_latency(broker: str, bootstrap: str, events: Path, work: Path, rate: float, batch: int,
                   within: float) -> dict[str, Any]:
     from fleetepi.contract import decode_alert
-    from stream.publish import Publisher, PublishStats, routed_lines
-    from stream.topics import TopicNames, ensure_topics, topic_specs
+    from fleetepi.stream.publish import Publisher, PublishStats, routed_lines
+    from fleetepi.stream.topics import TopicNames, ensure_topics, topic_specs
 
     names = TopicNames(f"l{uuid.uuid4().hex[:6]}.")
     ensure_topics(bootstrap, topic_specs(names, 4))
@@ -341,7 +341,7 @@ def main() -> None:
     FAST_CONSUMER = args.fetch_loop == "fast"
 
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
-    from stream import devbroker
+    from fleetepi.stream import devbroker
 
     work = Path(tempfile.mkdtemp(prefix="fleetepi-bench-stream-"))
     info = None

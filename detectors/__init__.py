@@ -4,8 +4,8 @@ Nothing here imports Kafka, faust or prometheus_client: the same code runs
 in the embedded pipeline and in the stream workers.
 """
 
-from detectors.config import DetectorConfig
-from detectors.engine import Engine
-from detectors.inventory import Inventory
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.engine import Engine
+from fleetepi.detectors.inventory import Inventory
 
 __all__ = ["DetectorConfig", "Engine", "Inventory"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol
 
-from detectors.inventory import Inventory
 from fleetepi.contract import Alert, Crash, Telemetry
+from fleetepi.detectors.inventory import Inventory
 
 
 class Detector(Protocol):

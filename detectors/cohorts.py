@@ -30,9 +30,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from detectors.inventory import Inventory
-from detectors.lifecycle import Lifecycle
-from detectors.stats import benjamini_hochberg, binom_prefilter, binom_sf, relative_risk
+from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.lifecycle import Lifecycle
+from fleetepi.detectors.stats import benjamini_hochberg, binom_prefilter, binom_sf, relative_risk
 
 Pair = tuple[str, str]
 #: (key, pair, state, ts_ms, p, k, D, n1, N, rr, lo, hi, notes) -> Alert

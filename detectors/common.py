@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from detectors.inventory import Inventory, stream_start
-from detectors.stats import score_of
 from fleetepi.contract import Alert
+from fleetepi.detectors.inventory import Inventory, stream_start
+from fleetepi.detectors.stats import score_of
 
 
 class CoreDetector:

@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from detectors.base import Detector
-from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
-from detectors.lifecycle import Lifecycle
-from detectors.registry import build_detectors
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry
+from fleetepi.detectors.base import Detector
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.lifecycle import Lifecycle
+from fleetepi.detectors.registry import build_detectors
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -75,7 +75,7 @@ class Engine:
         #: Hook ``feed_inventory(ts_ms)``: bring the inventory up to ``ts_ms`` before an event
         #: or a tick at that time is judged. The embedded run needs none (announcements are
         #: events in the same stream); a stream worker's partitions read them from another
-        #: topic and fold them in event time through this (``stream.state``).
+        #: topic and fold them in event time through this (``fleetepi.stream.state``).
         self.feed_inventory: Callable[[int], None] | None = None
 
     @property

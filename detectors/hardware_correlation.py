@@ -1,7 +1,7 @@
 """hardware_correlation: a crash signature concentrated in hosts with one attribute value.
 
 Keyed by signature (partition key ``signature``), on the machinery of
-``detectors.cohorts``: distinct hosts (a job counts once), every attribute of
+``fleetepi.detectors.cohorts``: distinct hosts (a job counts once), every attribute of
 the announcements (never a hard-coded name), the value in force at the
 crash's time, binomial test against the cohort's share of the fleet,
 Benjamini-Hochberg over the signature's attribute values, relative risk with
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from detectors.cohorts import Pair, cohort_correlation_from_config
-from detectors.common import CoreDetector, cohort_numbers, cohort_summary
-from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
-from detectors.signature_spike import _short
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
+from fleetepi.detectors.cohorts import Pair, cohort_correlation_from_config
+from fleetepi.detectors.common import CoreDetector, cohort_numbers, cohort_summary
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.signature_spike import _short
 
 
 class HardwareCorrelation(CoreDetector):

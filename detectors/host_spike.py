@@ -6,7 +6,7 @@ non-canonical fault address, a misaligned stack pointer: ``Crash.shape_flags``)
 weighs ``host_odd_weight`` units, because silent CPU or memory corruption
 shows exactly that: many different signatures, odd shapes, on one host. The
 peers are the fleet and the hosts sharing each attribute value (see
-``detectors.peers``), so a fleet-wide or rack-wide wave pages nobody here.
+``fleetepi.detectors.peers``), so a fleet-wide or rack-wide wave pages nobody here.
 
 Hardware errors of the host (hardware Xids, uncorrectable ECC, NVLink,
 PCIe; not the application Xids 13/31/43/45 that job bursts leave) count
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from detectors.common import CoreDetector
-from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
-from detectors.peers import peer_spike_from_config
-from detectors.stats import score_of
-from detectors.windows import Ring
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
+from fleetepi.detectors.common import CoreDetector
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.peers import peer_spike_from_config
+from fleetepi.detectors.stats import score_of
+from fleetepi.detectors.windows import Ring
 
 #: Fault classes that no ordinary software bug produces on x86-64.
 ODD_FAULT_CLASSES = frozenset({"non_canonical"})

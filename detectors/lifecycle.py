@@ -8,7 +8,7 @@ they sweep idle keys.
 
 from __future__ import annotations
 
-from detectors.windows import HOUR_MS
+from fleetepi.detectors.windows import HOUR_MS
 
 
 def window_sizes(bucket_s: float, windows_s: tuple[float, ...]) -> tuple[tuple[int, ...], tuple[float, ...]]:

@@ -23,10 +23,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from detectors.inventory import Inventory
-from detectors.lifecycle import Lifecycle
-from detectors.stats import nb_sf, nb_threshold
-from detectors.windows import HOUR_MS, Ring
+from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.lifecycle import Lifecycle
+from fleetepi.detectors.stats import nb_sf, nb_threshold
+from fleetepi.detectors.windows import HOUR_MS, Ring
 
 #: (host, channel, state, ts_ms, p, observed, expected, notes, evidence) -> Alert
 MakePeerAlert = Callable[[str, str, str, int, float | None, float, float, list[str], dict[str, Any]], Any]

@@ -23,10 +23,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from detectors.lifecycle import Lifecycle
-from detectors.stats import nb_sf, nb_threshold
-from detectors.windows import HOUR_MS, DailyBaseline, Ring, decay_per_day, window_expectation
 from fleetepi.contract import Alert
+from fleetepi.detectors.lifecycle import Lifecycle
+from fleetepi.detectors.stats import nb_sf, nb_threshold
+from fleetepi.detectors.windows import HOUR_MS, DailyBaseline, Ring, decay_per_day, window_expectation
 
 #: (key, state "firing"/"resolved", ts_ms, p_value, observed, expected, notes, window_s) -> Alert
 MakeAlert = Callable[[str, str, int, float | None, float, float, list[str], float], Alert]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from detectors.base import Detector
-from detectors.config import DetectorConfig
+from fleetepi.detectors.base import Detector
+from fleetepi.detectors.config import DetectorConfig
 from fleetepi.exceptions import ConfigError
 
 
 def _classes() -> dict[str, type]:
-    from detectors.hardware_correlation import HardwareCorrelation
-    from detectors.host_spike import HostSpike
-    from detectors.signature_spike import SignatureSpike
-    from detectors.telemetry_spike import TelemetryCohortSpike, TelemetryHostSpike
+    from fleetepi.detectors.hardware_correlation import HardwareCorrelation
+    from fleetepi.detectors.host_spike import HostSpike
+    from fleetepi.detectors.signature_spike import SignatureSpike
+    from fleetepi.detectors.telemetry_spike import TelemetryCohortSpike, TelemetryHostSpike
 
     return {c.name: c for c in (SignatureSpike, HardwareCorrelation, HostSpike, TelemetryHostSpike, TelemetryCohortSpike)}
 

@@ -5,7 +5,7 @@ crash's job if it has one, else its host, counted once per window, so a job
 burst (one job dying on 64 hosts at once, the commonest noise of training
 clusters) weighs like one incident. The baseline is the signature's own
 hour-of-day rate, learned from the stream (``DailyBaseline``); the count test
-is a negative binomial (see ``detectors.stats``). All numbers are in
+is a negative binomial (see ``fleetepi.detectors.stats``). All numbers are in
 ``DetectorConfig`` (``sig_*`` and the shared settings).
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from detectors.common import CoreDetector
-from detectors.config import DetectorConfig
-from detectors.inventory import Inventory
-from detectors.rate import rate_spike_from_config
-from detectors.stats import score_of
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
+from fleetepi.detectors.common import CoreDetector
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.rate import rate_spike_from_config
+from fleetepi.detectors.stats import score_of
 
 
 def _short(sig: str, n: int = 90) -> str:

@@ -5,10 +5,10 @@ own: they feed the same engines as the crash detectors.
 
 * ``telemetry_host`` (partition key ``host``): a host's errors of one kind and
   code (Xid 79, uncorrectable ECC, ...) against its peers' mean, on
-  ``detectors.peers`` -- an ECC storm on one GPU host.
+  ``fleetepi.detectors.peers`` -- an ECC storm on one GPU host.
 * ``telemetry_cohort`` (partition key ``kind:code``): the code's fleet-wide
-  count of distinct hosts against its own daily baseline (``detectors.rate``),
-  and its concentration by attribute value (``detectors.cohorts``) -- Xid 79
+  count of distinct hosts against its own daily baseline (``fleetepi.detectors.rate``),
+  and its concentration by attribute value (``fleetepi.detectors.cohorts``) -- Xid 79
   on the hosts of one rack.
 
 What an event weighs: ``Telemetry.n`` errors (the contract's ``count``,
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from detectors.cohorts import Pair, cohort_correlation_from_config
-from detectors.common import CoreDetector, cohort_numbers, cohort_summary
-from detectors.config import DetectorConfig
-from detectors.inventory import Inventory, stream_start
-from detectors.peers import peer_spike_from_config
-from detectors.rate import rate_spike_from_config
-from detectors.stats import score_of
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
+from fleetepi.detectors.cohorts import Pair, cohort_correlation_from_config
+from fleetepi.detectors.common import CoreDetector, cohort_numbers, cohort_summary
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.inventory import Inventory, stream_start
+from fleetepi.detectors.peers import peer_spike_from_config
+from fleetepi.detectors.rate import rate_spike_from_config
+from fleetepi.detectors.stats import score_of
 
 
 def channel_of(event: Telemetry) -> str:

@@ -3,7 +3,7 @@
 The README's first command, so it must show something real within a minute
 on a laptop with nothing else installed: a fleet is simulated in accelerated
 event time (``fleetepi.simulate``, with labelled outbreaks), the very
-``detectors.Engine`` of the stream workers runs in-process, alerts are
+``fleetepi.detectors.Engine`` of the stream workers runs in-process, alerts are
 printed as they fire, ``/metrics`` is served for Prometheus/Grafana, and at
 the end a table says which injected outbreaks were caught and how late.
 

@@ -1,6 +1,6 @@
 """The embedded runner: JSON lines -> contract events -> detectors -> alerts.
 
-One :class:`Pipeline` drives one :class:`detectors.Engine` in a single
+One :class:`Pipeline` drives one :class:`fleetepi.detectors.Engine` in a single
 thread. It is what ``fleetepi replay`` and ``fleetepi demo`` run, and what a
 stream worker can reuse for its per-partition loop (``feed_event`` plus an
 :class:`AlertSink` and :class:`fleetepi.metrics.PipelineMetrics`).
@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
-from detectors import DetectorConfig, Engine
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry, decode_event, encode, format_ts, ts_from_ms
+from fleetepi.detectors import DetectorConfig, Engine
 from fleetepi.exceptions import FleetepiError, InvalidMessage
 from fleetepi.metrics import PipelineMetrics
 

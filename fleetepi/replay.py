@@ -2,7 +2,7 @@
 
 The offline twin of the stream workers: same contract in (JSON lines, as
 recorded from the topics or written by ``fleetepi simulate``), same
-``detectors.Engine``, same alerts out. stdout may carry the alerts, so
+``fleetepi.detectors.Engine``, same alerts out. stdout may carry the alerts, so
 everything meant for a person (progress bar, summary table, errors) goes to
 stderr.
 """
@@ -19,8 +19,8 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from detectors import DetectorConfig
 from fleetepi.console import summary_table
+from fleetepi.detectors import DetectorConfig
 from fleetepi.exceptions import ConfigError
 from fleetepi.jsonl import DamagedInput, JsonlFileError, LineSource, open_input, open_output
 from fleetepi.metrics import DEFAULT_BIND, PipelineMetrics, serve

@@ -26,9 +26,9 @@ except ImportError as exc:
     print(f"gpu-check: missing runtime dependency: {exc} (pip install msgspec pyyaml nvidia-ml-py)", file=sys.stderr)
     sys.exit(2)
 from fleetepi.contract import encode
-from agents.exceptions import SourceUnavailable
-from agents.inventory import InventorySource
-from agents.telemetry.nvml import NvmlSource, start
+from fleetepi.agents.exceptions import SourceUnavailable
+from fleetepi.agents.inventory import InventorySource
+from fleetepi.agents.telemetry.nvml import NvmlSource, start
 
 try:
     nvml = start(None)
@@ -40,7 +40,7 @@ try:
 except Exception:  # noqa: BLE001  (an injected or vendored pynvml has no metadata)
     pass
 if os.environ.get("CAPTURE"):
-    from agents.telemetry.fakenvml import capture
+    from fleetepi.agents.telemetry.fakenvml import capture
     with open(os.environ["CAPTURE"], "w") as f:
         json.dump(capture(nvml), f, indent=1)
     print(f"gpu-check: NVML answers saved to {os.environ['CAPTURE']}", file=sys.stderr)
@@ -55,7 +55,7 @@ for i in range(2):
         print(encode(ev).decode())
     if i == 0:
         time.sleep(2)
-from agents.telemetry.nvml import FALLBACK_COUNTERS, FI_MEMORY_TEMP, THROTTLE_COUNTERS, field_values
+from fleetepi.agents.telemetry.nvml import FALLBACK_COUNTERS, FI_MEMORY_TEMP, THROTTLE_COUNTERS, field_values
 counters = {**THROTTLE_COUNTERS, **FALLBACK_COUNTERS, "sw_power_cap": 74, "sync_boost": 76}
 for g in src.gpus:
     print(f"gpu-check: {g.device}: unsupported features: {sorted(g.unsupported) or 'none'}, fields: "

@@ -5,13 +5,13 @@ rebalancing, fetching, offset commits, the producer, the web server. What
 it does not do: state. Per-event ``Table`` updates ran at ~2,000 events/s
 on this machine, windowed tables expire on the wall clock and their
 changelog is written with acks off, so detector state stays in the
-detectors' own event-time structures (``detectors.Engine``), one Engine per
-owned partition (``stream.state``), and is recovered from the retained logs
-(``stream.recovery``) and local snapshots (``stream.checkpoint``).
+detectors' own event-time structures (``fleetepi.detectors.Engine``), one Engine per
+owned partition (``fleetepi.stream.state``), and is recovered from the retained logs
+(``fleetepi.stream.recovery``) and local snapshots (``fleetepi.stream.checkpoint``).
 
 Each stage task drains batches of raw messages from its channel
-(``stream.batches``: faust's per-record stream path cost ~100 µs a record
-here; the fetch loop is faust's without its per-record race, ``stream.fastconsumer``), folds them per
+(``fleetepi.stream.batches``: faust's per-record stream path cost ~100 µs a record
+here; the fetch loop is faust's without its per-record race, ``fleetepi.stream.fastconsumer``), folds them per
 partition, sends forwards, alerts and dead letters, and waits for the
 broker to acknowledge all of them before the batch ends, which is when the
 batch's messages are acked for commit. So a committed offset always
@@ -30,19 +30,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from detectors import DetectorConfig, Inventory
 from fleetepi.contract import Crash, decode_event, encode
+from fleetepi.detectors import DetectorConfig, Inventory
 from fleetepi.exceptions import InvalidMessage
-from stream.batches import ack_all, batches, subscribe
-from stream.checkpoint import CheckpointStore
-from stream.deadletter import encode_letter, make_letter
-from stream.fastconsumer import FastApp
-from stream.hostfeed import HostFeed
-from stream.metrics import StreamMetrics
-from stream.partitioning import Stage, bundle, split_bundles, stages
-from stream.recovery import catch_up
-from stream.state import IDLE_MARK, PartitionState
-from stream.topics import TopicNames
+from fleetepi.stream.batches import ack_all, batches, subscribe
+from fleetepi.stream.checkpoint import CheckpointStore
+from fleetepi.stream.deadletter import encode_letter, make_letter
+from fleetepi.stream.fastconsumer import FastApp
+from fleetepi.stream.hostfeed import HostFeed
+from fleetepi.stream.metrics import StreamMetrics
+from fleetepi.stream.partitioning import Stage, bundle, split_bundles, stages
+from fleetepi.stream.recovery import catch_up
+from fleetepi.stream.state import IDLE_MARK, PartitionState
+from fleetepi.stream.topics import TopicNames
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class WorkerSettings:
     :param checkpoint_interval_s: between two snapshots of a stage's partitions (0: off).
     :param idle_release_s: wall seconds a detector partition may hold events for a quiet source
         before an idle mark releases them (0: never; replays stay exact, live alerts may wait).
-    :param fast_consumer: faust's fetch loop without its per-record race (``stream.fastconsumer``,
+    :param fast_consumer: faust's fetch loop without its per-record race (``fleetepi.stream.fastconsumer``,
         ~2x the throughput); False runs faust's own (``--fetch-loop faust``).
     :param config: detector settings.
     """
@@ -211,7 +211,7 @@ class StreamWorker:
         return max(4096, 2 * self.settings.batch_max)
 
     def _install_stage(self, stage: Stage) -> None:
-        """One task per stage drains its raw channel in batches (``stream.batches``: no faust stream)."""
+        """One task per stage drains its raw channel in batches (``fleetepi.stream.batches``: no faust stream)."""
         app = self.app
         chan = subscribe(app, stage.topic, self._queue_size)
         batch_max, within = self.settings.batch_max, self.settings.batch_within_s
@@ -243,7 +243,7 @@ class StreamWorker:
         """Unblock detector partitions whose events wait for a source partition that went quiet.
 
         A detector stage releases events only up to its slowest source's
-        watermark (``stream.state``); an input partition without traffic
+        watermark (``fleetepi.stream.state``); an input partition without traffic
         (no crash on its hosts for hours, or no host at all in a small fleet)
         would hold its alerts forever. When an owned partition has held
         events for ``idle_release_s`` of wall time, this writes an *idle

@@ -1,6 +1,6 @@
 """Local snapshots of partition state: they bound recovery time, never its correctness.
 
-A checkpoint is :meth:`stream.state.PartitionState.snapshot` (plain data,
+A checkpoint is :meth:`fleetepi.stream.state.PartitionState.snapshot` (plain data,
 msgpack) in ``<data-dir>/checkpoints/<stage>-<partition>.msgpack``, written
 by the stage's own loop *after* a batch's outputs were acknowledged by the
 broker, so every record it covers has had its forwards and alerts

@@ -47,9 +47,9 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
                    checkpoint_interval: float, idle_release: float, fetch_loop: str,
                    config_path: str | None) -> None:
     """Run a stream worker: the detectors on the partitions this worker owns."""
-    from detectors import DetectorConfig
-    from stream.app import WorkerSettings
-    from stream.worker import run
+    from fleetepi.detectors import DetectorConfig
+    from fleetepi.stream.app import WorkerSettings
+    from fleetepi.stream.worker import run
 
     try:
         config = DetectorConfig()
@@ -83,9 +83,9 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
 def publish_command(events: str, broker: str, topic_prefix: str, rate: float | None, create_topics: bool,
                     partitions: int) -> None:
     """Send the events of EVENTS.jsonl[.gz] to the topics, hosts first, keyed by host."""
-    from stream.app import bootstrap_of
-    from stream.publish import publish_file
-    from stream.topics import TopicNames, ensure_topics, topic_specs
+    from fleetepi.stream.app import bootstrap_of
+    from fleetepi.stream.publish import publish_file
+    from fleetepi.stream.topics import TopicNames, ensure_topics, topic_specs
 
     names = TopicNames(topic_prefix)
     bootstrap = bootstrap_of(broker)
@@ -122,7 +122,7 @@ _data = click.option("--data-dir", type=click.Path(file_okay=False), help="Broke
 @click.option("--fresh", is_flag=True, help="Wipe the data directory first.")
 def kafka_start(cache_dir: str | None, data_dir: str | None, port: int | None, fresh: bool) -> None:
     """Install (once), format (once) and start the broker; prints its bootstrap address."""
-    from stream import devbroker
+    from fleetepi.stream import devbroker
 
     try:
         info = devbroker.start(data_dir=data_dir, port=port, cache_dir=cache_dir, fresh=fresh)
@@ -136,7 +136,7 @@ def kafka_start(cache_dir: str | None, data_dir: str | None, port: int | None, f
 @_data
 def kafka_stop(cache_dir: str | None, data_dir: str | None) -> None:
     """Stop the broker (SIGTERM, then wait)."""
-    from stream import devbroker
+    from fleetepi.stream import devbroker
 
     click.echo("stopped" if devbroker.stop(data_dir, cache_dir) else "not running")
 
@@ -146,7 +146,7 @@ def kafka_stop(cache_dir: str | None, data_dir: str | None) -> None:
 @_data
 def kafka_status(cache_dir: str | None, data_dir: str | None) -> None:
     """Print the broker's pid, ports and whether it answers (JSON); exit 1 if it is not running."""
-    from stream import devbroker
+    from fleetepi.stream import devbroker
 
     st = devbroker.status(data_dir, cache_dir)
     click.echo(json.dumps(st, indent=2))

@@ -40,7 +40,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from stream.exceptions import BrokerError
+from fleetepi.stream.exceptions import BrokerError
 
 #: Kafka release installed by default (a 4.x: KRaft only, runs on Java 17).
 KAFKA_VERSION = "4.1.0"

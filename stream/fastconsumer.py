@@ -13,7 +13,7 @@ way) it keeps faust's race, so what is delivered or dropped then is what
 faust would. The one difference: a delivery already
 blocked in faust's flow control when a rebalance starts stays blocked
 until the flow resumes, and then puts a record of the old generation in
-the queue, which :func:`stream.batches.batches` drops unacked (as faust's
+the queue, which :func:`fleetepi.stream.batches.batches` drops unacked (as faust's
 stream iterator does); nothing is committed for it, and its offset is not
 recorded as read (the partition was sought back to its committed offset
 meanwhile: recording it made the consumer skip records it fetched again,

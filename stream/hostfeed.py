@@ -1,13 +1,13 @@
 """Every worker reads all of ``fleetepi.hosts``: one inventory for metrics, a log for the engines.
 
 Each partition's Engine has an inventory of its own, fed from :attr:`HostFeed.entries`
-up to the event time it has reached (``stream.state``): cohort sizes are those *at
+up to the event time it has reached (``fleetepi.stream.state``): cohort sizes are those *at
 that time*, as in the embedded run, even though the worker read every
 announcement (including next week's BIOS upgrade) at start-up. The shared
 ``inventory`` serves the metrics (host count, telemetry by rack).
 
 Why not a faust ``GlobalTable``: the inventory is an event-time history per
-host (``detectors.Inventory``), not a key -> latest value map, and global
+host (``fleetepi.detectors.Inventory``), not a key -> latest value map, and global
 tables restore through a changelog topic of their own. Here the compacted
 source topic *is* the changelog: a private consumer without a group reads
 every partition from the beginning, forever. Stages wait on :attr:`ready`
@@ -35,8 +35,8 @@ import logging
 import time
 from typing import Any
 
-from detectors import Inventory
 from fleetepi.contract import TOPIC_HOSTS, Host, decode_event
+from fleetepi.detectors import Inventory
 from fleetepi.exceptions import InvalidMessage
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class HostFeed:
         self.read = 0
         #: Every announcement read, ``(ts_ms, host, attributes)``, in arrival order. Append-only:
         #: partition states keep a cursor into it and bring announcements into force in event
-        #: time themselves (``stream.state``).
+        #: time themselves (``fleetepi.stream.state``).
         self.entries: list[tuple[int, str, dict[str, str]]] = []
         #: Next offset to read, per partition of the topic (advanced after each fetch).
         self.positions: dict[int, int] = {}

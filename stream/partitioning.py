@@ -1,6 +1,6 @@
 """Which state lives on which partition: the four stages of a worker.
 
-``detectors.registry.ROUTE_OF`` says under which key each detector keeps
+``fleetepi.detectors.registry.ROUTE_OF`` says under which key each detector keeps
 its state. Signature-keyed detectors need every crash of a signature on one partition
 owner, cohort telemetry every event of one ``kind:code``, and host detectors
 both the crashes *and* the hardware telemetry of a host, merged in event
@@ -32,9 +32,9 @@ from typing import Any
 
 import msgspec
 
-from detectors.registry import ROUTE_OF
 from fleetepi.contract import Crash, Telemetry
-from stream.topics import TopicNames
+from fleetepi.detectors.registry import ROUTE_OF
+from fleetepi.stream.topics import TopicNames
 
 
 def detectors_for(route: str) -> tuple[str, ...]:
@@ -113,7 +113,7 @@ class Bundle(msgspec.Struct, array_like=True, frozen=True):
     """A decoded bundle; ``caught_up`` is absent (False) in the bundles of older workers.
 
     :param caught_up: the source partition was read to its end when this was sent:
-        the event-time merge need not wait for it (``stream.state``).
+        the event-time merge need not wait for it (``fleetepi.stream.state``).
     """
 
     source: int
@@ -133,13 +133,13 @@ def bundle(partition: int, watermark_ms: int | None, first_ms: int | None, recor
 
     Why bundles: every record costs a worker its consumer path (fetch,
     conductor, queue, ack; ~100 µs a record through a stock faust stream,
-    ~25 µs through ``stream.batches``); forwarding one record per event
+    ~25 µs through ``fleetepi.stream.batches``); forwarding one record per event
     would pay it twice per event.
     A bundle holds the events of one input batch bound for one internal
     partition, so the second stage pays it once per bundle. Every input
     batch sends a bundle to *every* internal partition, empty or not: it
     carries the source partition's watermark, which the consumer needs to
-    merge its sources in event-time order (``stream.state``), and the time of
+    merge its sources in event-time order (``fleetepi.stream.state``), and the time of
     the first event it ever forwarded (the stream's start is the earliest).
     ``caught_up``: the source was read to its end (the merge need not wait
     for it); only written when true, so the bytes of other bundles are

@@ -27,8 +27,8 @@ import msgspec
 
 from fleetepi.contract import ALERT_SCHEMA, CRASH_SCHEMA, HOST_SCHEMA, TELEMETRY_SCHEMA
 from fleetepi.jsonl import open_input
-from stream.exceptions import StreamError
-from stream.topics import TopicNames
+from fleetepi.stream.exceptions import StreamError
+from fleetepi.stream.topics import TopicNames
 
 
 class _Head(msgspec.Struct):

@@ -1,6 +1,6 @@
 """Close the gap between a partition's state and the first record faust delivers.
 
-See ``stream.state`` for why this is exact. The gap is read with a private
+See ``fleetepi.stream.state`` for why this is exact. The gap is read with a private
 aiokafka consumer (no group, manual assignment), folded in chunks on the
 event loop so that the worker's heartbeats keep going during a long
 rebuild, and nothing is emitted: the alerts of those records were emitted
@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from stream.exceptions import RebuildError
-from stream.state import PartitionState
+from fleetepi.stream.exceptions import RebuildError
+from fleetepi.stream.state import PartitionState
 
 log = logging.getLogger(__name__)
 

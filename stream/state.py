@@ -10,7 +10,7 @@ are equal, whoever built them. Hence:
   after a rebalance or an uncommitted batch);
 * a record above ``next_offset`` means someone else folded the gap (another
   worker owned the partition, or this is a fresh process): read the gap from
-  the retained log (``stream.recovery``) and fold it first, without emitting;
+  the retained log (``fleetepi.stream.recovery``) and fold it first, without emitting;
 * equal: fold and emit.
 
 No wall-clock timer, no faust table and no changelog is involved, so a
@@ -40,10 +40,10 @@ from typing import Any
 
 import msgspec
 
-from detectors import DetectorConfig, Engine, Inventory
 from fleetepi.contract import Alert, Event, decode_event
+from fleetepi.detectors import DetectorConfig, Engine, Inventory
 from fleetepi.exceptions import InvalidMessage
-from stream.partitioning import Stage, read_bundle
+from fleetepi.stream.partitioning import Stage, read_bundle
 
 log = logging.getLogger(__name__)
 

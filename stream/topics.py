@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fleetepi.contract import TOPIC_ALERTS, TOPIC_CRASHES, TOPIC_DEADLETTER, TOPIC_HOSTS, TOPIC_TELEMETRY
-from stream.exceptions import StreamError
+from fleetepi.stream.exceptions import StreamError
 
 #: Internal repartition topics: crashes keyed by signature, telemetry keyed by ``kind:code``.
 TOPIC_CRASHES_BY_SIGNATURE = "fleetepi.crashes.by-signature"

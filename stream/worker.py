@@ -12,10 +12,10 @@ import logging
 from pathlib import Path
 
 from fleetepi.metrics import serve
-from stream.app import StreamWorker, WorkerSettings
-from stream.exceptions import StreamError
-from stream.metrics import StreamMetrics
-from stream.topics import ensure_topics, topic_specs
+from fleetepi.stream.app import StreamWorker, WorkerSettings
+from fleetepi.stream.exceptions import StreamError
+from fleetepi.stream.metrics import StreamMetrics
+from fleetepi.stream.topics import ensure_topics, topic_specs
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
-    from stream import devbroker
+    from fleetepi.stream import devbroker
 
     data = tmp_path_factory.mktemp("kafka")
     info = devbroker.start(data_dir=data, fresh=True)

@@ -6,10 +6,10 @@ Start at :class:`CoreAnalyzer` (one per agent, it caches symbol tables) or
 
 from __future__ import annotations
 
-from agents.core.exceptions import BadRuleLine, NotACore, UnsupportedCore
-from agents.core.limits import CoreLimits
-from agents.core.rules import DEFAULT_RULES, SignatureRules, load_rules
-from agents.core.signature import CoreAnalyzer, CoreReport, analyze_core
+from fleetepi.agents.core.exceptions import BadRuleLine, NotACore, UnsupportedCore
+from fleetepi.agents.core.limits import CoreLimits
+from fleetepi.agents.core.rules import DEFAULT_RULES, SignatureRules, load_rules
+from fleetepi.agents.core.signature import CoreAnalyzer, CoreReport, analyze_core
 
 __all__ = [
     "DEFAULT_RULES",

@@ -20,12 +20,12 @@ from typing import Any
 
 import click
 
-from agents.core.decompress import copy_limited
-from agents.core.demangle import demangle
-from agents.core.exceptions import BadRuleLine
-from agents.core.limits import CoreLimits, GiB
-from agents.core.rules import load_rules
-from agents.core.signature import CoreAnalyzer, CoreReport
+from fleetepi.agents.core.decompress import copy_limited
+from fleetepi.agents.core.demangle import demangle
+from fleetepi.agents.core.exceptions import BadRuleLine
+from fleetepi.agents.core.limits import CoreLimits, GiB
+from fleetepi.agents.core.rules import load_rules
+from fleetepi.agents.core.signature import CoreAnalyzer, CoreReport
 from fleetepi.contract import Crash
 from fleetepi.contract.codec import encode
 
@@ -135,7 +135,7 @@ def _print_report(report: CoreReport) -> None:
 
 # --- core_pattern pipe mode ----------------------------------------------------
 class _JsonLinesPublisher:
-    """Stand-in for ``agents.publish.open_publisher`` until it exists: JSON lines to a file or stdout."""
+    """Stand-in for ``fleetepi.agents.publish.open_publisher`` until it exists: JSON lines to a file or stdout."""
 
     def __init__(self, url: str) -> None:
         self._fh = sys.stdout.buffer if url == "-" else open(url, "ab")
@@ -158,7 +158,7 @@ def open_publisher(url: str, spool_dir: str) -> Any:
     crash during a broker outage is sent later, not lost.
     """
     try:
-        from agents.publish import open_publisher as real_open
+        from fleetepi.agents.publish import open_publisher as real_open
     except ImportError:
         return _JsonLinesPublisher(url)
     if url.startswith("kafka://"):

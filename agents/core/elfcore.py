@@ -19,8 +19,8 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from agents.core.exceptions import NotACore, UnsupportedCore
-from agents.core.notes import PrStatus, SigInfo, decode_auxv, decode_prstatus, decode_siginfo
+from fleetepi.agents.core.exceptions import NotACore, UnsupportedCore
+from fleetepi.agents.core.notes import PrStatus, SigInfo, decode_auxv, decode_prstatus, decode_siginfo
 
 PF_X = 1
 PF_W = 2
@@ -73,7 +73,7 @@ class CoreNotes:
 class CoreFile:
     """A memory-mapped ELF core; use as a context manager.
 
-    :param path: the core file (plain ELF; see ``agents.core.decompress`` for
+    :param path: the core file (plain ELF; see ``fleetepi.agents.core.decompress`` for
         ``.zst``/``.lz4``/``.xz``).
     :raises NotACore: not an ELF core at all.
     :raises UnsupportedCore: an ELF core of another machine than x86-64.

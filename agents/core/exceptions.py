@@ -9,9 +9,9 @@
           └── BadRuleLine        a rules file line that does not compile (file:line)
 
 pyelftools' ``ELFError``/construct errors are translated in one place,
-``agents.core.elfcore``; the signature pipeline turns a partly readable core
+``fleetepi.agents.core.elfcore``; the signature pipeline turns a partly readable core
 into a ``partial`` event with a note instead of raising, so only the
-``NotACore`` family ever reaches a caller of :func:`agents.core.analyze_core`.
+``NotACore`` family ever reaches a caller of :func:`fleetepi.agents.core.analyze_core`.
 """
 
 from __future__ import annotations

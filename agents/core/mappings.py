@@ -17,7 +17,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from agents.core.elfcore import CoreFile
+from fleetepi.agents.core.elfcore import CoreFile
 
 _EHDR = struct.Struct("<4s12xHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")

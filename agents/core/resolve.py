@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 
-from agents.core.demangle import demangle
-from agents.core.elfcore import CoreFile
-from agents.core.mappings import ModuleInfo, ModuleMap
-from agents.core.rules import SigFrame
-from agents.core.stackwalk import RawFrame
-from agents.core.symbols import SymbolCache, SymbolTable
+from fleetepi.agents.core.demangle import demangle
+from fleetepi.agents.core.elfcore import CoreFile
+from fleetepi.agents.core.mappings import ModuleInfo, ModuleMap
+from fleetepi.agents.core.rules import SigFrame
+from fleetepi.agents.core.stackwalk import RawFrame
+from fleetepi.agents.core.symbols import SymbolCache, SymbolTable
 from fleetepi.contract import Frame
 
 _CLONE = re.compile(r"(\.(cold|part\.\d+|isra\.\d+|constprop\.\d+|lto_priv\.\d+|localalias))+$")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from agents.core.exceptions import BadRuleLine
+from fleetepi.agents.core.exceptions import BadRuleLine
 
 #: Where the shipped lists live.
 DEFAULT_RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "signature"

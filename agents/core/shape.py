@@ -15,7 +15,7 @@ import signal as _signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agents.core.notes import POINTER_REGS, SigInfo
+from fleetepi.agents.core.notes import POINTER_REGS, SigInfo
 
 #: Linux's default ``vm.mmap_min_addr``: nothing is ever mapped below it.
 NULL_PAGE_LIMIT = 0x10000

@@ -16,18 +16,18 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from agents.core.decompress import plain_core
-from agents.core.elfcore import CoreFile
-from agents.core.exceptions import CoreParseError
-from agents.core.limits import CoreLimits, Deadline
-from agents.core.mappings import ModuleInfo, ModuleMap, module_name
-from agents.core.notes import AT_ENTRY, FAULT_SIGNALS, SigInfo, signal_name
-from agents.core.pyframes import is_cpython, python_stack
-from agents.core.resolve import AddressResolver
-from agents.core.rules import SigFrame, SignatureInput, SignatureRules, generate, load_rules, python_file_key
-from agents.core.shape import Shape, crash_shape
-from agents.core.stackwalk import CaughtSignal, RawFrame, StackWalker
-from agents.core.symbols import SymbolCache
+from fleetepi.agents.core.decompress import plain_core
+from fleetepi.agents.core.elfcore import CoreFile
+from fleetepi.agents.core.exceptions import CoreParseError
+from fleetepi.agents.core.limits import CoreLimits, Deadline
+from fleetepi.agents.core.mappings import ModuleInfo, ModuleMap, module_name
+from fleetepi.agents.core.notes import AT_ENTRY, FAULT_SIGNALS, SigInfo, signal_name
+from fleetepi.agents.core.pyframes import is_cpython, python_stack
+from fleetepi.agents.core.resolve import AddressResolver
+from fleetepi.agents.core.rules import SigFrame, SignatureInput, SignatureRules, generate, load_rules, python_file_key
+from fleetepi.agents.core.shape import Shape, crash_shape
+from fleetepi.agents.core.stackwalk import CaughtSignal, RawFrame, StackWalker
+from fleetepi.agents.core.symbols import SymbolCache
 from fleetepi.contract import Crash, Frame, Module
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Unwind the crashing thread from the registers and the stack pages in the core.
 
 First **DWARF CFI** (``.eh_frame`` of the module files on this host, see
-``agents.core.cfi``): exact, for as long as every frame has it. Where it
+``fleetepi.agents.core.cfi``): exact, for as long as every frame has it. Where it
 stops (no module file, a NULL pc, a DWARF expression), two sources of return
 addresses, merged, take over from the last state:
 
@@ -28,16 +28,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.core.cfi import DWARF_REGS, UnwindState, step
-from agents.core.elfcore import CoreFile
-from agents.core.limits import Deadline
-from agents.core.notes import SigInfo, decode_siginfo
+from fleetepi.agents.core.cfi import DWARF_REGS, UnwindState, step
+from fleetepi.agents.core.elfcore import CoreFile
+from fleetepi.agents.core.limits import Deadline
+from fleetepi.agents.core.notes import SigInfo, decode_siginfo
 
 #: Reads ``n`` code bytes at a process address, or ``None`` when no source has them.
 CodeReader = Callable[[int, int], "bytes | None"]
 #: Function start (process address) containing a process address, or ``None``.
 FunctionStart = Callable[[int], "int | None"]
-#: CFI rows and link-time address for a process address, or ``None`` (see ``agents.core.cfi``).
+#: CFI rows and link-time address for a process address, or ``None`` (see ``fleetepi.agents.core.cfi``).
 CfiLookup = Callable[[int], "tuple[list[dict[str, object]], int] | None"]
 
 _FP_PROLOGUES = (b"\x55\x48\x89\xe5", b"\xf3\x0f\x1e\xfa\x55\x48\x89\xe5")

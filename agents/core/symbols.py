@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from elftools.elf.elffile import ELFFile
 
-from agents.core.cfi import EhFrame, Section
-from agents.core.mappings import ModuleInfo, parse_elf_head
+from fleetepi.agents.core.cfi import EhFrame, Section
+from fleetepi.agents.core.mappings import ModuleInfo, parse_elf_head
 
 _SYM = np.dtype([("name", "<u4"), ("info", "u1"), ("other", "u1"), ("shndx", "<u2"), ("value", "<u8"), ("size", "<u8")])
 _STT_FUNC = 2

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.publish.base import Publisher
-from agents.publish.fake import FakeProducer
-from agents.publish.jsonl import JsonlPublisher
+from fleetepi.agents.publish.base import Publisher
+from fleetepi.agents.publish.fake import FakeProducer
+from fleetepi.agents.publish.jsonl import JsonlPublisher
 
 
 def open_publisher(url: str, **opts: Any) -> Publisher:
@@ -21,7 +21,7 @@ def open_publisher(url: str, **opts: Any) -> Publisher:
     :raises ValueError: a malformed ``kafka://`` URL or unknown Kafka option.
     """
     if url.startswith("kafka://"):
-        from agents.publish.kafka import KafkaPublisher, parse_kafka_url
+        from fleetepi.agents.publish.kafka import KafkaPublisher, parse_kafka_url
 
         if "spool_dir" not in opts:
             raise ValueError("a kafka:// output needs spool_dir (publish.spool_dir in the config)")

@@ -1,6 +1,6 @@
 """What a publisher is: the agent's one way out, to Kafka or to a file.
 
-``agents.publish.open_publisher(url)`` picks the implementation:
+``fleetepi.agents.publish.open_publisher(url)`` picks the implementation:
 ``kafka://host:port[,host:port]`` (kafka-python, spooled to disk while the
 broker is away), a file path (JSON lines, appended) or ``-`` (stdout).
 """

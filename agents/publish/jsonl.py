@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from agents.exceptions import PublishError
+from fleetepi.agents.exceptions import PublishError
 from fleetepi.contract import Event, encode
 
 

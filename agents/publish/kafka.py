@@ -24,9 +24,9 @@ from typing import Any
 import msgspec
 from prometheus_client import CollectorRegistry
 
-from agents.exceptions import PublishError
-from agents.metrics import AgentMetrics
-from agents.publish.spool import Spool
+from fleetepi.agents.exceptions import PublishError
+from fleetepi.agents.metrics import AgentMetrics
+from fleetepi.agents.publish.spool import Spool
 from fleetepi.contract import TOPIC_FOR_SCHEMA, Event, encode
 
 log = logging.getLogger(__name__)

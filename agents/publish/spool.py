@@ -31,8 +31,8 @@ from typing import BinaryIO
 
 from prometheus_client import CollectorRegistry
 
-from agents.exceptions import PublishError, SpoolFull
-from agents.metrics import AgentMetrics
+from fleetepi.agents.exceptions import PublishError, SpoolFull
+from fleetepi.agents.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What an agent source is: something that, polled, yields contract events.
 
-Sources register by name (``agents.sources.registry``); one config entry is
+Sources register by name (``fleetepi.agents.sources.registry``); one config entry is
 one instance (node-problem-detector's monitors). A source that cannot run on
 this host (no GPU, no EDAC, no permission) raises ``SourceUnavailable`` from
 ``__init__`` or its first ``poll``; the agent says so once and goes on

@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agents.core.limits import CoreLimits, GiB
-from agents.core.rules import load_rules
-from agents.core.signature import CoreAnalyzer
+from fleetepi.agents.core.limits import CoreLimits, GiB
+from fleetepi.agents.core.rules import load_rules
+from fleetepi.agents.core.signature import CoreAnalyzer
 from fleetepi.contract import Crash
 from fleetepi.exceptions import SourceUnavailable
 

@@ -18,19 +18,19 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from agents.exceptions import AgentConfigError
-from agents.sources.base import Source
+from fleetepi.agents.exceptions import AgentConfigError
+from fleetepi.agents.sources.base import Source
 
 #: kind -> module that defines (and registers) it.
 BUILTIN: dict[str, str] = {
-    "kmsg": "agents.telemetry.kmsg",
-    "journal": "agents.telemetry.kmsg",
-    "logfile": "agents.telemetry.kmsg",
-    "edac": "agents.telemetry.edac",
-    "nvml": "agents.telemetry.nvml",
-    "hwmon": "agents.telemetry.hwmon",
-    "inventory": "agents.inventory",
-    "coredir": "agents.sources.coredir",
+    "kmsg": "fleetepi.agents.telemetry.kmsg",
+    "journal": "fleetepi.agents.telemetry.kmsg",
+    "logfile": "fleetepi.agents.telemetry.kmsg",
+    "edac": "fleetepi.agents.telemetry.edac",
+    "nvml": "fleetepi.agents.telemetry.nvml",
+    "hwmon": "fleetepi.agents.telemetry.hwmon",
+    "inventory": "fleetepi.agents.inventory",
+    "coredir": "fleetepi.agents.sources.coredir",
 }
 
 _REGISTRY: dict[str, type] = {}
@@ -60,7 +60,7 @@ def lookup(kind: str) -> type:
     """The class for ``kind``, importing its module on first use.
 
     A module that does not use :func:`register` is searched for a class whose
-    ``kind`` attribute equals ``kind`` (so ``agents.sources.coredir`` needs no
+    ``kind`` attribute equals ``kind`` (so ``fleetepi.agents.sources.coredir`` needs no
     knowledge of this registry).
 
     :raises AgentConfigError: unknown kind, or its module cannot be imported.

@@ -3,7 +3,7 @@
 The kernel keeps running totals of corrected (``ce_count``) and
 uncorrected (``ue_count``) host-memory errors per controller, and per DIMM
 where the driver knows the slot (``dimm*/dimm_ce_count``, ``dimm_label``).
-Totals are turned into deltas (:class:`~agents.telemetry.dedup.CounterDeltas`):
+Totals are turned into deltas (:class:`~fleetepi.agents.telemetry.dedup.CounterDeltas`):
 a DIMM that corrects ten errors an hour is one event an interval with
 ``count=10``, and a counter reset is not a negative spike.
 """
@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
-from agents.exceptions import SourceUnavailable
-from agents.sources.registry import register
-from agents.telemetry.dedup import CounterDeltas
-from agents.telemetry.hwmon import read_int, read_str
+from fleetepi.agents.exceptions import SourceUnavailable
+from fleetepi.agents.sources.registry import register
+from fleetepi.agents.telemetry.dedup import CounterDeltas
+from fleetepi.agents.telemetry.hwmon import read_int, read_str
 from fleetepi.contract import Telemetry, ts_from_ms
 
 _KINDS = (("ce", "ecc_corrected", "info", "corrected"), ("ue", "ecc_uncorrected", "critical", "uncorrected"))

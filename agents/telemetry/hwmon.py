@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from agents.exceptions import SourceUnavailable
-from agents.sources.registry import register
-from agents.telemetry.thermal import ThermalTracker, Thresholds
+from fleetepi.agents.exceptions import SourceUnavailable
+from fleetepi.agents.sources.registry import register
+from fleetepi.agents.telemetry.thermal import ThermalTracker, Thresholds
 from fleetepi.contract import Telemetry
 
 log = logging.getLogger(__name__)

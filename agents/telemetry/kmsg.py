@@ -26,12 +26,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from agents.exceptions import SourceUnavailable
-from agents.sources.registry import register
-from agents.telemetry.dedup import Deduplicator
-from agents.telemetry.logparse import KernelLogParser, Parsed, Rejected
-from agents.telemetry.rules import load_rules, reasons
-from agents.telemetry.xid import RULES_DIR, load_catalog
+from fleetepi.agents.exceptions import SourceUnavailable
+from fleetepi.agents.sources.registry import register
+from fleetepi.agents.telemetry.dedup import Deduplicator
+from fleetepi.agents.telemetry.logparse import KernelLogParser, Parsed, Rejected
+from fleetepi.agents.telemetry.rules import load_rules, reasons
+from fleetepi.agents.telemetry.xid import RULES_DIR, load_catalog
 from fleetepi.contract import Telemetry, ts_from_ms
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agents.telemetry.rules import LogRule, load_rules
-from agents.telemetry.xid import XidCatalog, load_catalog, normalize_pci
+from fleetepi.agents.telemetry.rules import LogRule, load_rules
+from fleetepi.agents.telemetry.xid import XidCatalog, load_catalog, normalize_pci
 
 MAX_MESSAGE_CHARS = 1024
 #: Distinct stripped lines whose outcome is remembered (cleared when full).

@@ -2,7 +2,7 @@
 
 ``pynvml`` (the ``nvidia-ml-py`` package) is imported lazily, only when an
 ``nvml`` source or the inventory asks for it, and any module with the same
-names can be injected instead: :class:`agents.telemetry.fakenvml.FakeNvml`
+names can be injected instead: :class:`fleetepi.agents.telemetry.fakenvml.FakeNvml`
 in tests, since CI has no GPU. Every NVML failure is translated here, once:
 no library / no driver / no GPU turns the source off with one message
 (:class:`NvmlUnavailable`); a feature a GPU does not support
@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agents.exceptions import NvmlUnavailable
-from agents.sources.registry import register
-from agents.telemetry.dedup import CounterDeltas
-from agents.telemetry.thermal import ThermalTracker, Thresholds
-from agents.telemetry.xid import normalize_pci
+from fleetepi.agents.exceptions import NvmlUnavailable
+from fleetepi.agents.sources.registry import register
+from fleetepi.agents.telemetry.dedup import CounterDeltas
+from fleetepi.agents.telemetry.thermal import ThermalTracker, Thresholds
+from fleetepi.agents.telemetry.xid import normalize_pci
 from fleetepi.contract import Telemetry, ts_from_ms
 
 log = logging.getLogger(__name__)

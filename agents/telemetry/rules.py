@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.exceptions import RuleFileError
-from agents.telemetry.xid import RULES_DIR, SEVERITIES
+from fleetepi.agents.exceptions import RuleFileError
+from fleetepi.agents.telemetry.xid import RULES_DIR, SEVERITIES
 
 TELEMETRY_KINDS = ("xid", "ecc_corrected", "ecc_uncorrected", "thermal", "nvlink", "pcie", "other")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

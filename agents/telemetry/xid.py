@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from agents.exceptions import RuleFileError
+from fleetepi.agents.exceptions import RuleFileError
 
 #: Where the shipped rule files live; loaders take a directory parameter.
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "kernel-log"

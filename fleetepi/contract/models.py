@@ -45,7 +45,7 @@ class _Message(Struct, kw_only=True, omit_defaults=True, tag_field="schema"):
         """Event time in integer milliseconds since the epoch.
 
         Exact integer arithmetic (no float round trip, which can land 1 ms
-        low) and ~30 % faster than ``timestamp()``; ``detectors.Engine``
+        low) and ~30 % faster than ``timestamp()``; ``fleetepi.detectors.Engine``
         inlines the same expression.
         """
         return (self.ts - _EPOCH) // _MS

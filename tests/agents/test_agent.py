@@ -9,11 +9,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from agents.agent import Agent
-from agents.config import load_config, parse_config
-from agents.exceptions import AgentConfigError, SourceUnavailable
-from agents.publish import JsonlPublisher
-from agents.sources import registry as reg
+from fleetepi.agents.agent import Agent
+from fleetepi.agents.config import load_config, parse_config
+from fleetepi.agents.exceptions import AgentConfigError, SourceUnavailable
+from fleetepi.agents.publish import JsonlPublisher
+from fleetepi.agents.sources import registry as reg
 from fleetepi.contract import decode_event
 
 XID_LINE = "[  170.053881] NVRM: Xid (PCI:0000:01:00): 31, Ch 00000013, engmask 00000101, intr 10000000"
@@ -70,7 +70,7 @@ class TestConfig:
         assert masked["publish"]["sasl_plain_password"] == "***"
 
     def test_shipped_example_config_is_valid(self):
-        from agents.cli import EXAMPLE_CONFIG
+        from fleetepi.agents.cli import EXAMPLE_CONFIG
 
         cfg = load_config(EXAMPLE_CONFIG, host="h")
         assert {s.kind for s in cfg.sources} == {"inventory", "kmsg", "edac", "nvml", "hwmon"}
@@ -130,7 +130,7 @@ class TestRegistry:
 
 class TestAgent:
     def test_sources_off_say_so_once_and_agent_goes_on(self, sysfs, tmp_path, registry, caplog, validate):
-        caplog.set_level(logging.WARNING, logger="agents.agent")
+        caplog.set_level(logging.WARNING, logger="fleetepi.agents.agent")
         cfg = parse_config(fixture_config(sysfs, tmp_path, dedup_interval_s=60))
         out = tmp_path / "events.jsonl"
         agent = Agent(cfg, JsonlPublisher(out), registry=registry)
@@ -187,7 +187,7 @@ class TestAgent:
 
 class TestCli:
     def test_once_to_a_file(self, sysfs, tmp_path, validate):
-        from agents.cli import agent_command
+        from fleetepi.agents.cli import agent_command
 
         cfg = tmp_path / "agent.yaml"
         cfg.write_text(yaml.safe_dump(fixture_config(sysfs, tmp_path)))
@@ -201,7 +201,7 @@ class TestCli:
         assert sum(e.get("count", 1) for e in evs if e.get("kind") == "xid") == 5
 
     def test_bad_config_is_a_clean_error(self, tmp_path):
-        from agents.cli import agent_command
+        from fleetepi.agents.cli import agent_command
 
         cfg = tmp_path / "agent.yaml"
         cfg.write_text("sources:\n  - kind: telepathy\n")
@@ -218,7 +218,7 @@ class TestCli:
             assert word in res.output
 
     def test_print_config_masks_secrets(self, tmp_path):
-        from agents.cli import agent_command
+        from fleetepi.agents.cli import agent_command
 
         cfg = tmp_path / "agent.yaml"
         cfg.write_text("publish:\n  sasl_plain_password: hunter2\n")

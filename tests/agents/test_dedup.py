@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agents.telemetry.dedup import OVERFLOW_TEMPLATE, CounterDeltas, Deduplicator, template
-from agents.telemetry.kmsg import FakeLogSource, KernelLogSource
+from fleetepi.agents.telemetry.dedup import OVERFLOW_TEMPLATE, CounterDeltas, Deduplicator, template
+from fleetepi.agents.telemetry.kmsg import FakeLogSource, KernelLogSource
 from fleetepi.contract import Telemetry, ts_from_ms
 
 XID = "[{t:>12.6f}] NVRM: Xid (PCI:0000:cb:00): 13, pid=1797828, name=pt_main_thread, Graphics SM Warp Exception on (GPC {g}, TPC 7, SM 0): Illegal Instruction Parameter"

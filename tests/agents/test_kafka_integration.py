@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from agents.publish.kafka import KafkaPublisher
+from fleetepi.agents.publish.kafka import KafkaPublisher
 from fleetepi.contract import HOST_SCHEMA, TELEMETRY_SCHEMA, Host, Telemetry, decode_event, ts_from_ms
 
 pytestmark = pytest.mark.integration
@@ -70,7 +70,7 @@ def publish_and_drain(pub: KafkaPublisher, events: list) -> None:
 
 
 def dead_address() -> str:
-    from stream.devbroker import free_port
+    from fleetepi.stream.devbroker import free_port
 
     return f"127.0.0.1:{free_port()}"
 
@@ -103,8 +103,8 @@ def test_agent_restart_resends_the_spool_in_order(kafka_broker, tmp_path):
 
 
 def test_broker_down_then_started_gets_everything(tmp_path):
-    from stream import devbroker
-    from stream.exceptions import BrokerError
+    from fleetepi.stream import devbroker
+    from fleetepi.stream.exceptions import BrokerError
 
     port = devbroker.free_port()
     t = topics()

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from agents.exceptions import SpoolFull
-from agents.publish import JsonlPublisher, open_publisher
-from agents.publish.fake import FakeProducer
-from agents.publish.kafka import KafkaPublisher, parse_kafka_url
+from fleetepi.agents.exceptions import SpoolFull
+from fleetepi.agents.publish import JsonlPublisher, open_publisher
+from fleetepi.agents.publish.fake import FakeProducer
+from fleetepi.agents.publish.kafka import KafkaPublisher, parse_kafka_url
 from fleetepi.contract import Host, Telemetry, decode_event, ts_from_ms
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.exceptions import RuleFileError
-from agents.telemetry.kmsg import to_telemetry
-from agents.telemetry.logparse import KernelLogParser, Parsed, Rejected, strip_prefix
-from agents.telemetry.rules import load_rules, reasons
-from agents.telemetry.xid import RULES_DIR, load_catalog, normalize_pci
+from fleetepi.agents.exceptions import RuleFileError
+from fleetepi.agents.telemetry.kmsg import to_telemetry
+from fleetepi.agents.telemetry.logparse import KernelLogParser, Parsed, Rejected, strip_prefix
+from fleetepi.agents.telemetry.rules import load_rules, reasons
+from fleetepi.agents.telemetry.xid import RULES_DIR, load_catalog, normalize_pci
 from fleetepi.contract import ts_from_ms
 
 DATA = Path(__file__).parent / "data"

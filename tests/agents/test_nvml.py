@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.exceptions import NvmlUnavailable, SourceUnavailable
-from agents.telemetry import fakenvml
-from agents.telemetry.fakenvml import FakeGpu, FakeNvml
-from agents.telemetry.nvml import NvmlSource, start
+from fleetepi.agents.exceptions import NvmlUnavailable, SourceUnavailable
+from fleetepi.agents.telemetry import fakenvml
+from fleetepi.agents.telemetry.fakenvml import FakeGpu, FakeNvml
+from fleetepi.agents.telemetry.nvml import NvmlSource, start
 
 
 def by(events):
@@ -114,9 +114,9 @@ def test_real_h100_capture_through_the_agent(data_dir, tmp_path, capture, missin
     """The whole agent (config -> sources -> JSON lines) against what a real H100 answered."""
     import json
 
-    from agents.agent import Agent
-    from agents.config import parse_config
-    from agents.publish import JsonlPublisher
+    from fleetepi.agents.agent import Agent
+    from fleetepi.agents.config import parse_config
+    from fleetepi.agents.publish import JsonlPublisher
 
     cap = h100(data_dir, capture)
     fake = FakeNvml.from_capture(cap)
@@ -243,7 +243,7 @@ def test_fake_answers_like_the_real_h100(data_dir):
 
 
 def test_gpu_model_names():
-    from agents.inventory import gpu_family, gpu_model
+    from fleetepi.agents.inventory import gpu_family, gpu_model
 
     assert [(gpu_model(n), gpu_family(gpu_model(n))) for n in (
         "NVIDIA H100 80GB HBM3", "A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", "NVIDIA GH200 480GB", "NVIDIA GeForce RTX 4090",
@@ -253,7 +253,7 @@ def test_gpu_model_names():
 
 def test_capture_of_the_replayed_h100_gives_back_the_capture(data_dir):
     """capture() (what gpu-check.sh CAPTURE=... saves) and from_capture() are inverses on what the agent reads."""
-    from agents.telemetry.fakenvml import capture
+    from fleetepi.agents.telemetry.fakenvml import capture
 
     real = h100(data_dir)
     again = capture(FakeNvml.from_capture(real))
@@ -357,7 +357,7 @@ def test_fields_a_driver_refuses_are_switched_off_and_the_thermal_policy_counter
 def test_field_values_of_the_real_bindings():
     """field_values reads the real ctypes structs: the union member by value type, refusals per field."""
     pynvml = pytest.importorskip("pynvml")
-    from agents.telemetry.nvml import field_values
+    from fleetepi.agents.telemetry.nvml import field_values
 
     arr = (pynvml.c_nvmlFieldValue_t * 3)()
     arr[0].fieldId, arr[0].valueType, arr[0].value.uiVal = 82, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, 51

@@ -7,8 +7,8 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.publish.spool import Spool
-from agents.telemetry.dedup import Deduplicator
+from fleetepi.agents.publish.spool import Spool
+from fleetepi.agents.telemetry.dedup import Deduplicator
 from fleetepi.contract import Telemetry, ts_from_ms
 
 event = st.builds(

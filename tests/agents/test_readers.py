@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from agents.exceptions import SourceUnavailable
-from agents.telemetry.kmsg import FileReader, JournalReader, KmsgReader, LogFileSource
+from fleetepi.agents.exceptions import SourceUnavailable
+from fleetepi.agents.telemetry.kmsg import FileReader, JournalReader, KmsgReader, LogFileSource
 
 
 def test_file_follow_partial_lines_and_rotation(tmp_path):

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from agents.exceptions import SpoolFull
-from agents.publish.spool import Spool
+from fleetepi.agents.exceptions import SpoolFull
+from fleetepi.agents.publish.spool import Spool
 
 
 def drain(spool: Spool, batch: int = 7) -> list[bytes]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agents.exceptions import SourceUnavailable
-from agents.inventory import InventorySource
-from agents.telemetry.edac import EdacSource
-from agents.telemetry.hwmon import HwmonSource
-from agents.telemetry.thermal import Thresholds
+from fleetepi.agents.exceptions import SourceUnavailable
+from fleetepi.agents.inventory import InventorySource
+from fleetepi.agents.telemetry.edac import EdacSource
+from fleetepi.agents.telemetry.hwmon import HwmonSource
+from fleetepi.agents.telemetry.thermal import Thresholds
 
 
 def write(path, value):
@@ -122,7 +122,7 @@ class TestInventory:
         assert again.attributes["bios"] == "2.5"
 
     def test_gpu_attributes_from_nvml(self, sysfs):
-        from agents.telemetry.fakenvml import FakeGpu, FakeNvml
+        from fleetepi.agents.telemetry.fakenvml import FakeGpu, FakeNvml
 
         nvml = FakeNvml([FakeGpu(), FakeGpu(bus_id="00000000:2A:00.0")], driver="550.54.15")
         src = InventorySource("h", dmi_root=str(sysfs / "missing"), cpuinfo=str(sysfs / "missing"), nvml=nvml, kernel="6.8")

@@ -57,7 +57,7 @@ def core_factory(programs: dict[str, Path], core_tmp: Path) -> Callable[..., Pat
 
 @pytest.fixture(scope="session")
 def analyzer():  # type: ignore[no-untyped-def]
-    from agents.core.signature import CoreAnalyzer
+    from fleetepi.agents.core.signature import CoreAnalyzer
 
     a = CoreAnalyzer()
     yield a

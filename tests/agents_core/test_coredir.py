@@ -9,7 +9,7 @@ import pytest
 import zstandard
 from prometheus_client import CollectorRegistry
 
-from agents.sources.coredir import CoreDirSource
+from fleetepi.agents.sources.coredir import CoreDirSource
 from fleetepi.exceptions import SourceUnavailable
 
 
@@ -90,7 +90,7 @@ def test_missing_directory_is_unavailable(tmp_path):  # type: ignore[no-untyped-
 
 def test_built_by_the_agents_source_registry(tmp_path):  # type: ignore[no-untyped-def]
     """One config entry, one instance: the agent builds coredir by name, with host and registry injected."""
-    from agents.sources import registry as sources
+    from fleetepi.agents.sources import registry as sources
 
     prom = CollectorRegistry()
     src = sources.create("coredir", {"directory": str(tmp_path), "max_per_poll": 1}, host="node-9", registry=prom)

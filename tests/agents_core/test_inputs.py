@@ -13,9 +13,9 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 
-from agents.core.cli import core_handler_command, signature_command
-from agents.core.limits import CoreLimits
-from agents.core.signature import CoreAnalyzer
+from fleetepi.agents.core.cli import core_handler_command, signature_command
+from fleetepi.agents.core.limits import CoreLimits
+from fleetepi.agents.core.signature import CoreAnalyzer
 from fleetepi.contract.codec import decode_event
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "fleetepi/contract/schemas/crash.schema.json").read_text())

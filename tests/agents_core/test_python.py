@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.core.pyframes import find_pyspy
+from fleetepi.agents.core.pyframes import find_pyspy
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_os_abort_has_python_frames(analyzer, python_core_factory, pyspy):  # ty
 
 
 def test_python_core_without_pyspy_keeps_native_frames(python_core_factory):  # type: ignore[no-untyped-def]
-    from agents.core.signature import CoreAnalyzer
+    from fleetepi.agents.core.signature import CoreAnalyzer
 
     native_only = CoreAnalyzer(use_pyspy=False)
     try:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.core.exceptions import BadRuleLine
-from agents.core.rules import (
+from fleetepi.agents.core.exceptions import BadRuleLine
+from fleetepi.agents.core.rules import (
     DEFAULT_RULES_DIR,
     INTERPRETER_FILE,
     SKIP_FILE,
@@ -134,7 +134,7 @@ class TestTakeTopFramesAndFallback:
             def action(self, ctx, result, rules):  # type: ignore[no-untyped-def]
                 pass
 
-        from agents.core.rules import DEFAULT_RULES
+        from fleetepi.agents.core.rules import DEFAULT_RULES
 
         result = generate(SignatureInput([native("app", "f")], []), RULES, (Broken(), *DEFAULT_RULES))
         assert result.signature == "app!f"

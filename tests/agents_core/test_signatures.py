@@ -135,7 +135,7 @@ def test_gcore_of_a_live_process(core_tmp, programs, analyzer):  # type: ignore[
 
 @pytest.fixture(scope="module")
 def no_cfi():  # type: ignore[no-untyped-def]
-    from agents.core.signature import CoreAnalyzer
+    from fleetepi.agents.core.signature import CoreAnalyzer
 
     a = CoreAnalyzer(use_cfi=False)
     yield a
@@ -193,8 +193,8 @@ def test_unwinds_through_the_signal_frame(analyzer, core_factory, variant):  # t
 def test_a_project_rule_skips_its_own_crash_handler(core_factory, tmp_path):  # type: ignore[no-untyped-def]
     """The rules are data: one line in skip_frames.txt and the handler's crashes
     group with the plain segfault they report."""
-    from agents.core.rules import DEFAULT_RULES_DIR, load_rules
-    from agents.core.signature import CoreAnalyzer
+    from fleetepi.agents.core.rules import DEFAULT_RULES_DIR, load_rules
+    from fleetepi.agents.core.signature import CoreAnalyzer
 
     for name in ("skip_frames.txt", "interpreter_frames.txt"):
         (tmp_path / name).write_text((DEFAULT_RULES_DIR / name).read_text())
@@ -232,7 +232,7 @@ def test_uncaught_cpp_exception_is_demangled_and_skips_terminate(analyzer, core_
 
     from agents_core_cores import PROGRAMS, make_core  # type: ignore[import-not-found]
 
-    from agents.core.demangle import available
+    from fleetepi.agents.core.demangle import available
 
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed (scripts/install.d/agents-core.sh installs it)")

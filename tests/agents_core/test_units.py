@@ -6,11 +6,11 @@ import struct
 
 import pytest
 
-from agents.core.mappings import parse_elf_head
-from agents.core.notes import decode_prstatus, decode_siginfo
-from agents.core.pyframes import is_cpython, parse_dump
-from agents.core.shape import Shape, bitflip_candidates, classify_fault, crash_shape
-from agents.core.stackwalk import call_before
+from fleetepi.agents.core.mappings import parse_elf_head
+from fleetepi.agents.core.notes import decode_prstatus, decode_siginfo
+from fleetepi.agents.core.pyframes import is_cpython, parse_dump
+from fleetepi.agents.core.shape import Shape, bitflip_candidates, classify_fault, crash_shape
+from fleetepi.agents.core.stackwalk import call_before
 
 
 @pytest.mark.parametrize(
@@ -141,13 +141,13 @@ def test_is_cpython(names: list[str], yes: bool) -> None:
     ],
 )
 def test_module_name(path: str, name: str) -> None:
-    from agents.core.mappings import module_name
+    from fleetepi.agents.core.mappings import module_name
 
     assert module_name(path) == name
 
 
 def test_demangle() -> None:
-    from agents.core.demangle import available, demangle
+    from fleetepi.agents.core.demangle import available, demangle
 
     if not available():
         pytest.skip("libstdc++ cannot be loaded here")
@@ -158,7 +158,7 @@ def test_demangle() -> None:
 
 
 def test_skip_lines_match_mangled_and_demangled_names() -> None:
-    from agents.core.rules import SigFrame, load_rules
+    from fleetepi.agents.core.rules import SigFrame, load_rules
 
     rules = load_rules()
     frame = SigFrame(module="libstdc++.so.6", function="std::terminate()", raw_function="_ZSt9terminatev")

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from detectors import DetectorConfig, Engine
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry, ts_from_ms
+from fleetepi.detectors import DetectorConfig, Engine
 
 #: 2026-11-01T00:00:00Z
 T0 = 1_793_491_200_000

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from detectors import DetectorConfig
 from fleetepi.contract import Host, ts_from_ms
+from fleetepi.detectors import DetectorConfig
 
 
 def big_fleet(t_ms: int) -> list[Host]:

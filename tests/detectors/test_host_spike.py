@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from detectors import DetectorConfig
-from detectors.host_spike import odd_shape
+from fleetepi.detectors import DetectorConfig
+from fleetepi.detectors.host_spike import odd_shape
 
 ODD = {"fault_class": "non_canonical", "shape_flags": ["misaligned_sp", "bit_flip_address"], "bitflip_score": 0.9}
 

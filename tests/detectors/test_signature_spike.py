@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from detectors import DetectorConfig
-from detectors.signature_spike import SignatureSpike
+from fleetepi.detectors import DetectorConfig
+from fleetepi.detectors.signature_spike import SignatureSpike
 
 
 def _outbreak(fl: SimpleNamespace, what: str, at: int) -> list:

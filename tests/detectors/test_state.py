@@ -10,10 +10,10 @@ from types import SimpleNamespace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from detectors import DetectorConfig, Engine
-from detectors.registry import ROUTE_OF
 from fleetepi.contract import Event
 from fleetepi.contract.codec import encode
+from fleetepi.detectors import DetectorConfig, Engine
+from fleetepi.detectors.registry import ROUTE_OF
 
 #: A short warm-up so that a day and a half of stream holds real alerts.
 CFG = DetectorConfig(warmup_s=3600.0)
@@ -108,7 +108,7 @@ def test_partitioned_run_gives_the_single_process_alerts(fl: SimpleNamespace, se
 @given(seed=st.integers(0, 10_000), every=st.integers(1, 400))
 def test_extra_advances_between_events_change_nothing(fl: SimpleNamespace, seed: int, every: int) -> None:
     """A stream worker's partition moves its clock when its sources' watermarks pass, at instants
-    that depend on batching (``stream.state``): those advances must not change counts or alerts."""
+    that depend on batching (``fleetepi.stream.state``): those advances must not change counts or alerts."""
     events = stream(fl, seed)
     cfg = DetectorConfig(warmup_s=3600.0, key_ttl_s=4 * 3600.0)  # TTL sweeps within the day and a half
     plain = Engine(cfg)
@@ -141,8 +141,8 @@ def test_memory_is_bounded_by_max_keys(fl: SimpleNamespace) -> None:
                         min_size=1, max_size=30), rnd=st.randoms())
 def test_order_within_a_window_does_not_change_the_counts(fl: SimpleNamespace, offsets: list, rnd: object) -> None:
     """The same crashes of one hour, in two arrival orders: same window counts in every detector engine."""
-    from detectors.inventory import Inventory
-    from detectors.registry import build_detectors
+    from fleetepi.detectors.inventory import Inventory
+    from fleetepi.detectors.registry import build_detectors
 
     inv = Inventory()
     for h in fl.hosts(20):

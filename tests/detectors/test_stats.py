@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats as st
 
-from detectors.stats import (
+from fleetepi.detectors.stats import (
     benjamini_hochberg,
     binom_prefilter,
     binom_sf,
@@ -93,7 +93,7 @@ def test_score_grows_with_evidence() -> None:
     {"max_keys": 0},
 ])
 def test_bad_config_fails_at_start_up(bad: dict) -> None:
-    from detectors import DetectorConfig
+    from fleetepi.detectors import DetectorConfig
     from fleetepi.exceptions import ConfigError
 
     with pytest.raises(ConfigError):
@@ -101,7 +101,7 @@ def test_bad_config_fails_at_start_up(bad: dict) -> None:
 
 
 def test_config_from_yaml_lists_and_fingerprint() -> None:
-    from detectors import DetectorConfig
+    from fleetepi.detectors import DetectorConfig
 
     cfg = DetectorConfig.from_mapping({"sig_windows_s": [3600.0, 7200.0]})
     assert cfg.sig_windows_s == (3600.0, 7200.0)

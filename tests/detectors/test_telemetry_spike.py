@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from detectors import DetectorConfig
-from detectors.telemetry_spike import ThermalCrossings, channel_of
+from fleetepi.detectors import DetectorConfig
+from fleetepi.detectors.telemetry_spike import ThermalCrossings, channel_of
 
 
 def _trouble(fl: SimpleNamespace, what: str, at: int) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from detectors.windows import DAY_H, DailyBaseline, Ring, window_expectation
+from fleetepi.detectors.windows import DAY_H, DailyBaseline, Ring, window_expectation
 
 
 def test_ring_slides_and_refuses_what_left_the_window() -> None:

@@ -266,8 +266,8 @@ def sick_host_stream(n_hosts: int = 60, hours: float | None = None, seed: int = 
     crash on BIOS 2.4 only (signature_spike + hardware_correlation), an Xid 79
     wave in rack r03 and Xid 13 on ``gpu-044`` (telemetry_spike).
     """
-    from detectors import DetectorConfig
     from fleetepi.contract import Crash, Host, Telemetry
+    from fleetepi.detectors import DetectorConfig
 
     if hours is None:
         hours = DetectorConfig().warmup_s / 3600.0 + 3.0

@@ -227,8 +227,8 @@ def _config(docs: list[dict[str, Any]], key: str) -> Any:
 @pytest.mark.parametrize("docs_fixture", ["default_docs", "full_docs"])
 def test_rendered_configs_pass_the_components_own_validation(docs_fixture: str, request: pytest.FixtureRequest) -> None:
     """Each ConfigMap is parsed by the loader its component runs at start-up (which refuses unknown keys)."""
-    from agents.config import parse_config as parse_agent
-    from detectors import DetectorConfig
+    from fleetepi.agents.config import parse_config as parse_agent
+    from fleetepi.detectors import DetectorConfig
     from fleetepi.hook.config import parse_config as parse_hook
 
     docs = request.getfixturevalue(docs_fixture)

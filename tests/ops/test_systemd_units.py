@@ -109,7 +109,7 @@ def test_worker_and_hook_have_no_capabilities(component: str) -> None:
 def test_agent_example_config_passes_the_agents_validation() -> None:
     import yaml
 
-    from agents.config import parse_config
+    from fleetepi.agents.config import parse_config
 
     cfg = parse_config(yaml.safe_load((UNITS / "agent.yaml.example").read_text()), host="gpu-017")
     assert cfg.publish.spool_dir.startswith("/var/lib/fleetepi/")

@@ -140,8 +140,8 @@ def test_a_quiet_day_in_event_time_does_not_stall_the_replay() -> None:
 
 
 def test_future_is_judged_against_the_wall_clock_too() -> None:
-    from detectors import Engine
     from fleetepi.contract import decode_event
+    from fleetepi.detectors import Engine
 
     # With the wall clock pinned before the stream, an event two days past the
     # watermark is beyond both and is refused; pinned after it, the same event is a gap.

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from stream.devbroker import free_port
-from stream.topics import TopicNames
+from fleetepi.stream.devbroker import free_port
+from fleetepi.stream.topics import TopicNames
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ class StreamEnv:
         self.workers: list[WorkerProcess] = []
 
     def create_topics(self, partitions: int = 4) -> None:
-        from stream.topics import ensure_topics, topic_specs
+        from fleetepi.stream.topics import ensure_topics, topic_specs
 
         ensure_topics(self.bootstrap, topic_specs(self.names, partitions))
 
@@ -126,7 +126,7 @@ class StreamEnv:
         return w
 
     def publish(self, path: Path) -> int:
-        from stream.publish import publish_file
+        from fleetepi.stream.publish import publish_file
 
         return publish_file(path, self.bootstrap, self.names).total
 
@@ -239,7 +239,7 @@ def reference_run(kafka_broker: str, events_file: Path, tmp_path_factory: pytest
     The reference of the recovery and rebalance tests (and the one-worker
     parity case). Counts are compared with a worker's, not with the embedded
     engine's, because a worker holds back the events newer than its slowest
-    source partition (see ``stream.state``): equal prefixes, equal counts.
+    source partition (see ``fleetepi.stream.state``): equal prefixes, equal counts.
     """
     env = StreamEnv(kafka_broker, tmp_path_factory.mktemp("stream-reference"))
     try:
@@ -265,8 +265,8 @@ def stream_env(kafka_broker: str, tmp_path: Path) -> Iterator[StreamEnv]:
 @pytest.fixture(scope="session")
 def embedded_alerts(events_file: Path) -> list[Any]:
     """Alerts of the embedded path (one Engine over the file: what ``fleetepi replay`` runs)."""
-    from detectors import Engine
     from fleetepi.contract import decode_event
+    from fleetepi.detectors import Engine
     from fleetepi.exceptions import InvalidMessage
 
     engine = Engine()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fleetepi.contract.codec import MAX_MESSAGE_BYTES
-from stream.deadletter import decode_letter
+from fleetepi.stream.deadletter import decode_letter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(200)]
 

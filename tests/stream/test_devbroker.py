@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from stream import devbroker
-from stream.cli import dev_group, publish_command, worker_command
+from fleetepi.stream import devbroker
+from fleetepi.stream.cli import dev_group, publish_command, worker_command
 
 
 def test_properties_listen_on_loopback_only(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from detectors import Inventory
 from fleetepi.contract import Host, encode
-from stream.hostfeed import HostFeed
+from fleetepi.detectors import Inventory
+from fleetepi.stream.hostfeed import HostFeed
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

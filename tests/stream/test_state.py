@@ -8,12 +8,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from detectors import DetectorConfig
 from fleetepi.contract import Crash, Host, decode_event, encode
-from stream.checkpoint import CheckpointStore
-from stream.deadletter import KEEP_BYTES, decode_letter, encode_letter, make_letter, original_value
-from stream.partitioning import bundle, read_bundle, split_bundles, stages, unbundle
-from stream.state import IDLE_MARK, PartitionState
+from fleetepi.detectors import DetectorConfig
+from fleetepi.stream.checkpoint import CheckpointStore
+from fleetepi.stream.deadletter import KEEP_BYTES, decode_letter, encode_letter, make_letter, original_value
+from fleetepi.stream.partitioning import bundle, read_bundle, split_bundles, stages, unbundle
+from fleetepi.stream.state import IDLE_MARK, PartitionState
 
 SIGNATURE = next(s for s in stages() if s.name == "signature")
 
