@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from fleetepi.contract import SCHEMA_DIR, decode_event, decode_message, encode
+from fleetepi.contract import SCHEMA_DIR, decode_alert, decode_event, decode_message, encode
 from fleetepi.exceptions import InvalidMessage
 
 SCHEMAS = {
@@ -27,6 +27,13 @@ VALID = [
     {"schema": "fleetepi.alert/v1", "ts": "2026-11-22T10:15:03.120Z", "kind": "hardware_correlation",
      "signature": "a!b", "attribute": "bios", "value": "2.4", "score": 12.5, "p_value": 1e-9,
      "relative_risk": 40.0, "state": "firing"},
+    # v1.1: severity, finding, incident on alerts; origin and cpu on crashes; power telemetry
+    {"schema": "fleetepi.alert/v1", "ts": "2026-11-22T10:15:03.120Z", "kind": "host_spike", "host": "h1",
+     "score": 4.0, "severity": "ticket", "finding": "crash_loop", "incident": "host:h1"},
+    {"schema": "fleetepi.crash/v1", "ts": "2026-11-22T10:15:03Z", "host": "h", "signature": "python!OOM",
+     "origin": "python_traceback", "cpu": 17},
+    {"schema": "fleetepi.telemetry/v1", "ts": "2026-11-22T10:15:03Z", "host": "h", "kind": "power", "value": 699.5,
+     "device": "0000:cb:00.0"},
 ]
 
 # Each case: a message both the schema and the decoder must reject, and the reason we give.
@@ -43,6 +50,12 @@ INVALID = [
     ({"schema": "fleetepi.host/v1", "ts": "2026-11-22T10:15:03Z", "host": "h", "attributes": {"rack": 17}},
      "invalid_field"),
     ({"schema": "fleetepi.host/v1", "ts": "not a time", "host": "h", "attributes": {}}, "invalid_field"),
+    ({"schema": "fleetepi.alert/v1", "ts": "2026-11-22T10:15:03Z", "kind": "host_spike", "score": 1.0,
+      "severity": "urgent"}, "invalid_field"),
+    ({"schema": "fleetepi.crash/v1", "ts": "2026-11-22T10:15:03Z", "host": "h", "signature": "x",
+      "origin": "crystal_ball"}, "invalid_field"),
+    ({"schema": "fleetepi.crash/v1", "ts": "2026-11-22T10:15:03Z", "host": "h", "signature": "x", "cpu": -1},
+     "invalid_field"),
 ]
 
 
@@ -62,8 +75,9 @@ def test_invalid_samples_are_rejected_with_reason(msg, reason):
     if schema is not None:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(msg, schema, format_checker=jsonschema.FormatChecker())
+    decode = decode_alert if msg["schema"] == "fleetepi.alert/v1" else decode_event
     with pytest.raises(InvalidMessage) as info:
-        decode_event(json.dumps(msg))
+        decode(json.dumps(msg))
     assert info.value.reason == reason
     assert info.value.detail
 

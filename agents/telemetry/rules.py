@@ -17,8 +17,8 @@ from pathlib import Path
 
 from fleetepi.agents.exceptions import RuleFileError
 from fleetepi.agents.telemetry.xid import RULES_DIR, SEVERITIES
+from fleetepi.contract import TELEMETRY_KINDS
 
-TELEMETRY_KINDS = ("xid", "ecc_corrected", "ecc_uncorrected", "thermal", "nvlink", "pcie", "other")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _KNOWN = {
     "name", "pattern", "reject", "kind", "code", "family", "catalog", "reason", "severity", "action",

@@ -1,4 +1,4 @@
-"""Typed messages of the fleetepi contract (v1).
+"""Typed messages of the fleetepi contract (v1.1).
 
 The JSON Schemas in ``schemas/`` are normative; these structs mirror them so
 that decoding *is* validation (msgspec checks types, lengths, patterns and
@@ -12,7 +12,7 @@ consumers that do not know them ignore them, as the contract requires.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import msgspec
 from msgspec import Meta, Struct
@@ -30,7 +30,13 @@ HostName = Annotated[str, Meta(min_length=1, max_length=253)]
 Hex = Annotated[str, Meta(pattern="^0x[0-9a-f]+$")]
 AttributeValue = Annotated[str, Meta(max_length=256)]
 
-TelemetryKind = Literal["xid", "ecc_corrected", "ecc_uncorrected", "thermal", "nvlink", "pcie", "other"]
+TelemetryKind = Literal["xid", "ecc_corrected", "ecc_uncorrected", "thermal", "nvlink", "pcie", "other", "power"]
+#: Where a crash was read from (v1.1); absent means a core dump.
+CrashOrigin = Literal["core_dump", "python_traceback", "kernel_log", "watchdog", "oom_kill", "runtime_error"]
+#: page: acute, someone acts now; ticket: a standing condition for working hours (v1.1).
+Severity = Literal["page", "ticket"]
+#: The telemetry kinds as a tuple, in the schema's order: the one list every module uses.
+TELEMETRY_KINDS: tuple[str, ...] = get_args(TelemetryKind)
 AlertKind = Literal["signature_spike", "host_spike", "hardware_correlation", "telemetry_spike"]
 Language = Literal["native", "python"]
 
@@ -99,6 +105,8 @@ class Crash(_Message, tag=CRASH_SCHEMA):
     frames: Annotated[list[Frame], Meta(max_length=256)] | None = None
     job: str | None = None
     core_sha256: str | None = None
+    origin: CrashOrigin | None = None
+    cpu: Annotated[int, Meta(ge=0)] | None = None
     # --- optional additions (crash shape and provenance) ---
     si_code: int | None = None
     fault_class: Literal["null_page", "non_canonical", "kernel", "mapped", "unmapped", "none"] | None = None
@@ -147,10 +155,18 @@ class Alert(_Message, tag=ALERT_SCHEMA):
     relative_risk: float | None = None
     window_s: float | None = None
     summary: str | None = None
+    severity: Severity | None = None
+    finding: Annotated[str, Meta(max_length=64)] | None = None
+    incident: Annotated[str, Meta(max_length=128)] | None = None
     # --- optional additions ---
     lower_ci: float | None = None
     upper_ci: float | None = None
     notes: list[str] | None = None
+
+    @property
+    def is_page(self) -> bool:
+        """Does this alert wake someone? (``severity`` absent means ``page``, as the contract says.)"""
+        return self.severity != "ticket"
 
     @property
     def key(self) -> str:
@@ -179,15 +195,18 @@ __all__ = [
     "ALERT_SCHEMA",
     "CRASH_SCHEMA",
     "HOST_SCHEMA",
+    "TELEMETRY_KINDS",
     "TELEMETRY_SCHEMA",
     "Alert",
     "AlertKind",
     "Crash",
+    "CrashOrigin",
     "Event",
     "Frame",
     "Host",
     "Message",
     "Module",
+    "Severity",
     "Telemetry",
     "TelemetryKind",
     "format_ts",

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleetepi.contract import TELEMETRY_KINDS
+
 #: (module, innermost functions that crash, callers) per component of a GPU job.
 COMPONENTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("libc.so.6", ("abort", "raise", "__memmove_avx_unaligned_erms", "_int_free", "malloc_consolidate",
@@ -117,8 +119,7 @@ XID_CODES: tuple[XidCode, ...] = (
 )
 XID_MESSAGE = {x.code: x.message for x in XID_CODES}
 
-#: Telemetry kinds in table order (the contract's enum).
-TELEMETRY_KINDS = ("xid", "ecc_corrected", "ecc_uncorrected", "thermal", "nvlink", "pcie", "other")
+#: Telemetry kinds in table order: the contract's enum.
 TK = {k: i for i, k in enumerate(TELEMETRY_KINDS)}
 
 #: GPUs per host (device names GPU0..GPU7 and PCI bus ids).
