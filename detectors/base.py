@@ -1,23 +1,37 @@
-"""What every detector is: a keyed, event-time reducer with plain-data state.
+"""What every detector is: a reducer over folded cases that decides at step boundaries.
 
-A detector sees the events it ``wants``, updates its state in ``update``
-(amortized O(1): counters in event-time ring buffers, a precomputed firing
-threshold per key) and returns the alerts that event caused. ``advance`` lets
-event time pass without events (to resolve alerts and expire state).
-``snapshot``/``restore`` round-trip the whole state as plain data, so the
-stream workers can checkpoint it with their offsets and recover exactly.
+The engine buffers admitted events and, at each boundary of the step grid,
+folds those old enough (``settle_s``) in canonical order as :class:`Case`s
+(``detectors.cases``), then asks every detector to ``decide``. A detector's
+state is typed (msgspec Structs), snapshots as plain data and restores by
+type, so a stream worker's checkpoint resumes exactly.
 
-Every decision about a key depends only on that key's events, the inventory
-and the configuration, so a detector can be split by its ``route`` key across
-Kafka partitions and still give the alerts of the single-process run.
+Decisions use the inventory and the decayed-count clock shared by the
+engine (:class:`Context`): every announced host is a peer and a
+denominator, and every count decays on one reference time.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from fleetepi.contract import Alert, Crash, Telemetry
+from fleetepi.contract import Alert
+from fleetepi.detectors.cases import Case
+from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.decay import DecayClock
 from fleetepi.detectors.inventory import Inventory
+
+
+@dataclass
+class Context:
+    """What the engine shares with its detectors."""
+
+    config: DetectorConfig
+    inventory: Inventory
+    clock: DecayClock
+    #: Where the stream starts (the first host announcement): warm-up counts from it.
+    start_ms: int | None = None
 
 
 class Detector(Protocol):
@@ -26,14 +40,17 @@ class Detector(Protocol):
     #: Changes whenever the meaning of the state changes, so old checkpoints are not read.
     state_version: ClassVar[str]
 
-    def route(self, event: Crash | Telemetry) -> str | None:
-        """Partition key of this event for this detector, or None if it does not want it."""
+    def fold(self, case: Case, ctx: Context) -> None:
+        """Take one case into the state (no decision yet)."""
 
-    def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        """Fold one event in; return alerts it made fire."""
+    def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
+        """Decide at step boundary ``now_ms``, every case dated before ``horizon_ms`` folded."""
 
-    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
-        """Event time reached ``watermark_ms``: resolve and expire."""
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        """The clock's reference moved: multiply every decayed count by its scale's factor."""
+
+    def sweep(self, now_ms: int, ctx: Context) -> None:
+        """Forget what is idle past its time (called hourly)."""
 
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data (JSON/msgpack-able)."""

@@ -1,335 +1,497 @@
-"""Cohort concentration: which attribute values hold more of a key's hosts than their share.
+"""Cohort correlation: is a key's incidence concentrated in hosts with one attribute value?
 
 The engine of ``hardware_correlation`` (key = crash signature) and of the
 cohort part of ``telemetry_cohort`` (key = telemetry kind and code).
 
-What is counted: distinct affected *hosts* in a sliding window, each with the
-attributes in force at the time of its first case (``Inventory.attributes_at``),
-and a job counts once (its first host), so neither one sick host nor one job
-burst over a rack can make a cohort. Every ``attribute=value`` the hosts
-carry is a hypothesis; the keys are whatever the announcements hold.
+What is counted: the key's *units* (``detectors.units``: a job once, a host
+once an hour, bursts capped) as decayed counts at several scales (an hour to
+a month, ``detectors.decay``), per attribute value of the host at the case's
+time, and the host-time each value held in the fleet over the same kernel
+(``Inventory.exposure``). Every ``attribute=value`` the hosts carry is a
+hypothesis; the keys are whatever the announcements hold.
 
-How it is decided, when a new host arrives and a cheap normal screen says
-one of its cohorts might be significant:
+The test, at every step boundary, for each (key, value, scale) that got a
+case: of the key's units on hosts announcing the attribute, is the share on
+the value larger than the value's share of the host-time? A binomial tail on
+*effective* counts (``kish_n`` over hosts: twenty cases from one crash-looping
+host are nearer one unit than twenty), with the relative risk's lower 95 %
+bound above ``min_rr_lower`` and at least ``min_hosts`` affected hosts in the
+cohort. Benjamini-Hochberg runs over every test of the step, across all keys
+and attributes at once, with an absolute ceiling ``alpha``.
 
-1. one-sided binomial test per pair: k of the D affected hosts (that announce
-   the attribute) have the value, which n1 of the N fleet hosts have;
-2. Benjamini-Hochberg over every pair the key's hosts carry (the family),
-   plus an absolute ``corr_alpha`` and a lower risk-ratio bound;
-3. explanation, strongest first: a cohort is reported only if its cases
-   *outside* the cohorts already accepted are still significant against its
-   hosts outside them. A parent whose excess lives in one child (datacenter
-   vs the rack) is dropped with a note; a cohort with the same hosts as an
-   accepted one (a driver rolled out to one GPU model only) is an alias and
-   goes into that alert's notes: the data cannot tell them apart.
+New or static? A cohort that passes is compared with its own long-run share
+(the month-to-half-year kernel minus the window's): if its share now is not
+significantly above its share before, the association has always been there
+— a signature that lives on one GPU model because of where jobs run — and
+is reported once as a ticket (``static_association``); its long-run relative
+risk then becomes the baseline that later windows are tested against, so it
+pages only if it rises. A key with no history before the window is new (a
+page) unless it has been there since the stream began (nothing can tell a
+static association from a new one then; static is the safer call).
+
+Explanation, strongest first among a key's accepted cohorts (and those
+already firing): a cohort is reported only if its cases *outside* the
+cohorts already accepted are still significant against its hosts outside
+them. A datacenter whose excess lives in one rack is named in the rack's
+notes; a cohort with the same hosts as an accepted one (a driver rolled out
+to one GPU model only) is an alias: the data cannot tell them apart.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from typing import Any
+import math
+from typing import Literal
 
-from fleetepi.detectors.inventory import Inventory
-from fleetepi.detectors.lifecycle import Lifecycle
-from fleetepi.detectors.stats import benjamini_hochberg, binom_prefilter, binom_sf, relative_risk
+from msgspec import Struct, field
 
-Pair = tuple[str, str]
-#: (key, pair, state, ts_ms, p, k, D, n1, N, rr, lo, hi, notes) -> Alert
-MakeCohortAlert = Callable[..., Any]
+from fleetepi.detectors.decay import DecayClock, kish_n
+from fleetepi.detectors.inventory import Inventory, pair_key, split_key
+from fleetepi.detectors.stats import benjamini_hochberg, binom_sf_real, z_above
 
-
-class _Key:
-    __slots__ = ("units", "jobs", "queue", "counts", "attr_units", "firing", "quiet", "last_ms", "total")
-
-    def __init__(self) -> None:
-        #: host -> [last case ms, attributes at the first case]
-        self.units: dict[str, list[Any]] = {}
-        #: job -> [host that represents it, last case ms]
-        self.jobs: dict[str, list[Any]] = {}
-        #: (ts_ms, host) in arrival order: lazy expiry.
-        self.queue: deque[tuple[int, str]] = deque()
-        self.counts: dict[Pair, int] = {}
-        self.attr_units: dict[str, int] = {}
-        #: pair -> ms it fired
-        self.firing: dict[Pair, int] = {}
-        #: pair -> ms before which it may not fire again
-        self.quiet: dict[Pair, int] = {}
-        self.last_ms = 0
-        self.total = 0
-
-    def dump(self) -> dict[str, Any]:
-        return {"units": {h: [u[0], dict(u[1])] for h, u in self.units.items()},
-                "jobs": {j: list(v) for j, v in self.jobs.items()},
-                "queue": [list(q) for q in self.queue],
-                "counts": [[a, v, n] for (a, v), n in self.counts.items()],
-                "attr_units": dict(self.attr_units),
-                "firing": [[a, v, t] for (a, v), t in self.firing.items()],
-                "quiet": [[a, v, t] for (a, v), t in self.quiet.items()],
-                "last_ms": self.last_ms, "total": self.total}
-
-    @classmethod
-    def load(cls, d: dict[str, Any]) -> _Key:
-        k = cls()
-        k.units = {str(h): [int(u[0]), {str(a): str(v) for a, v in u[1].items()}] for h, u in d["units"].items()}
-        k.jobs = {str(j): [str(v[0]), int(v[1])] for j, v in d["jobs"].items()}
-        k.queue = deque((int(t), str(h)) for t, h in d["queue"])
-        k.counts = {(str(a), str(v)): int(n) for a, v, n in d["counts"]}
-        k.attr_units = {str(a): int(n) for a, n in d["attr_units"].items()}
-        k.firing = {(str(a), str(v)): int(t) for a, v, t in d["firing"]}
-        k.quiet = {(str(a), str(v)): int(t) for a, v, t in d["quiet"]}
-        k.last_ms, k.total = int(d["last_ms"]), int(d["total"])
-        return k
+#: Decayed units below which a pair or a host is forgotten at a sweep.
+DEAD = 1e-3
 
 
-class CohortCorrelation(Lifecycle):
-    """Per key: distinct affected hosts by attribute value, tested against the fleet's shares."""
+class PairCounts(Struct):
+    c: list[float]
+    #: the counts already reported (at the last resolution): news is what came after
+    reported: list[float] = field(default_factory=list)
+    last_ms: int = 0
+    firing: bool = False
+    fired_ms: int = 0
+    fired_scale: int = 0
+    quiet_until_ms: int = 0
+    #: a static association, reported as a ticket: its long-run relative risk is the baseline
+    static: bool = False
+    rho: float = 1.0
+    ticket_until_ms: int = 0
 
-    def __init__(self, *, bucket_s: float, window_s: float, min_hosts: int, fdr: float, alpha: float,
-                 min_rr_lower: float, min_cohort_hosts: int, explain_alpha: float, max_units: int,
-                 warmup_s: float, cooldown_s: float, key_ttl_s: float, max_keys: int,
-                 make_alert: MakeCohortAlert) -> None:
-        super().__init__(warmup_s=warmup_s, cooldown_s=cooldown_s, key_ttl_s=key_ttl_s, max_keys=max_keys)
-        self.bucket_ms = int(bucket_s * 1000)
-        self.window_ms = int(window_s * 1000)
-        self.window_s = window_s
-        self.min_hosts, self.fdr, self.alpha = min_hosts, fdr, alpha
-        self.min_rr_lower, self.min_cohort_hosts = min_rr_lower, min_cohort_hosts
-        self.explain_alpha, self.max_units = explain_alpha, max_units
-        self.make_alert = make_alert
-        self.keys: dict[str, _Key] = {}
-        #: keys with a firing pair (advance visits only these).
-        self.firing: set[str] = set()
 
-    # ------------------------------------------------------------------ hot path
-    def observe(self, key: str, host: str, job: str | None, ts_ms: int, inventory: Inventory) -> list[Any]:
+class CohortKey(Struct):
+    #: attribute key ("a\\x1f") or "" for all units -> inflated decayed units per scale
+    tot: dict[str, list[float]] = field(default_factory=dict)
+    #: inflated sum over hosts of their squared decayed units (Kish over hosts), per scale
+    q: list[float] = field(default_factory=list)
+    #: host -> inflated decayed units per scale
+    hosts: dict[str, list[float]] = field(default_factory=dict)
+    pairs: dict[str, PairCounts] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
+    firing: set[str] = field(default_factory=set)
+    first_ms: int = 0
+    last_ms: int = 0
+    total: float = 0.0
+
+
+class CohortVerdict(Struct, frozen=True):
+    """A decision about one (key, attribute, value), for the owning detector to word."""
+
+    key: str
+    attribute: str
+    value: str
+    state: Literal["firing", "resolved"]
+    ts_ms: int
+    severity: Literal["page", "ticket"]
+    finding: str
+    observed: float
+    expected: float
+    window_s: float
+    p_value: float | None = None
+    relative_risk: float | None = None
+    lower_ci: float | None = None
+    upper_ci: float | None = None
+    hosts: int = 0
+    notes: tuple[str, ...] = ()
+
+
+class _Test(Struct):
+    key: str
+    pair: str
+    scale: int
+    p: float
+    k: float
+    n: float
+    p0: float
+    rr: float
+    lo: float
+    hi: float
+
+
+def rate_ratio_ci(a: float, c: float, e1: float, e0: float, z: float = 1.96) -> tuple[float, float, float]:
+    """Rate ratio of ``a`` cases over ``e1`` host-time against ``c`` over ``e0``, log-normal 95 % CI."""
+    if e1 <= 0 or e0 <= 0:
+        return (math.inf, 0.0, math.inf)
+    a2, c2 = (a + 0.5, c + 0.5) if a <= 0 or c <= 0 else (a, c)
+    rr = (a2 / e1) / (c2 / e0)
+    se = math.sqrt(1.0 / a2 + 1.0 / c2)
+    return rr, rr * math.exp(-z * se), rr * math.exp(z * se)
+
+
+class CohortCorrelation(Struct):
+    """Per key, decayed units by attribute value, tested against host-time shares at every step."""
+
+    acute: list[int]
+    longrun: int
+    fdr: float
+    alpha: float
+    resolve_alpha: float
+    rise_alpha: float
+    explain_alpha: float
+    min_rr_lower: float
+    min_hosts: int
+    min_units: float
+    min_cohort_hosts: int
+    prior_units: float
+    warmup_ms: int
+    cooldown_ms: int
+    ticket_cooldown_ms: int
+    ttl_ms: int
+    keys: dict[str, CohortKey] = field(default_factory=dict)
+    #: keys with a touched or firing pair (decide visits only these)
+    active: set[str] = field(default_factory=set)
+    #: pairs held over all keys: the Benjamini-Hochberg family (times the scales)
+    n_pairs: int = 0
+    start_ms: int | None = None
+
+    # ------------------------------------------------------------------ folding
+    def observe(self, key: str, host: str, w: float, ts_ms: int, keys: tuple[str, ...], clock: DecayClock) -> None:
+        """Count ``w`` units of ``key`` on ``host`` (whose pair keys at ``ts_ms`` are ``keys``)."""
         if self.start_ms is None:
-            self.start(ts_ms)
+            self.start_ms = ts_ms
+        n = len(clock.scales_s)
         st = self.keys.get(key)
         if st is None:
-            if len(self.keys) >= self.max_keys:
-                self._evict()
-            st = self.keys[key] = _Key()
-        out: list[Any] = []
-        if st.queue and st.queue[0][0] <= ts_ms - self.window_ms:
-            self._expire(key, st, ts_ms, inventory, out)
+            st = self.keys[key] = CohortKey(q=[0.0] * n, first_ms=ts_ms)
+        g = clock.g(ts_ms)
+        hc = st.hosts.get(host)
+        if hc is None:
+            hc = st.hosts[host] = [0.0] * n
+        q = st.q
+        for i in range(n):
+            wg = w * g[i]
+            q[i] += 2.0 * hc[i] * wg + wg * wg
+            hc[i] += wg
+        tot = st.tot
+        for k in ("", *[kk[: kk.index("\x1f") + 1] for kk in keys]):
+            acc = tot.get(k)
+            if acc is None:
+                acc = tot[k] = [0.0] * n
+            for i in range(n):
+                acc[i] += w * g[i]
+        pairs = st.pairs
+        self.active.add(key)
+        for k in keys:
+            pc = pairs.get(k)
+            if pc is None:
+                pc = pairs[k] = PairCounts([0.0] * n)
+                self.n_pairs += 1
+            c = pc.c
+            for i in range(n):
+                c[i] += w * g[i]
+            if ts_ms > pc.last_ms:
+                pc.last_ms = ts_ms
+            st.touched.add(k)
+        st.total += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
-        if job:
-            j = st.jobs.get(job)
-            if j is not None and j[0] != host and ts_ms - j[1] < self.window_ms:
-                if ts_ms > j[1]:
-                    j[1] = ts_ms
-                return out  # the job already has its host here: a burst is one case
-            if j is None or j[0] != host:
-                st.jobs[job] = [host, ts_ms]
-            elif ts_ms > j[1]:
-                j[1] = ts_ms
-        u = st.units.get(host)
-        if u is not None:
-            if ts_ms - u[0] >= self.bucket_ms:
-                u[0] = ts_ms
-                st.queue.append((ts_ms, host))
-            return out
-        attrs = inventory.attributes_at(host, ts_ms)
-        st.units[host] = [ts_ms, attrs]
-        st.queue.append((ts_ms, host))
-        st.total += 1
-        counts, attr_units = st.counts, st.attr_units
-        for kv in attrs.items():
-            counts[kv] = counts.get(kv, 0) + 1
-            a = kv[0]
-            attr_units[a] = attr_units.get(a, 0) + 1
-        if len(st.units) > self.max_units:
-            self._expire(key, st, ts_ms, inventory, out, force=len(st.units) - self.max_units)
-        # Screen only this host's cohorts: nothing else changed.
-        sizes, announcing = inventory.cohort_sizes, inventory.attribute_hosts
-        min_hosts = self.min_hosts
-        for kv in attrs.items():
-            k = counts[kv]
-            if k < min_hosts or kv in st.firing:
-                continue
-            n_all = announcing[kv[0]]
-            n1 = sizes[kv]
-            if n_all <= 0 or n1 < self.min_cohort_hosts:
-                continue
-            if binom_prefilter(k, attr_units[kv[0]], n1 / n_all, 3.0):
-                self._evaluate(key, st, ts_ms, inventory, out)
-                break
-        return out
 
     # ------------------------------------------------------------------ decisions
-    def _test(self, st: _Key, inventory: Inventory) -> list[tuple[float, Pair, int, int, int, int]]:
-        """(p, pair, k, D, n1, N) for every pair worth testing; the family size is len(st.counts)."""
-        sizes, announcing = inventory.cohort_sizes, inventory.attribute_hosts
-        rows = []
-        for kv, k in st.counts.items():
-            if k < self.min_hosts:
+    def decide(self, now_ms: int, inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
+        g = clock.g(now_ms)
+        warm = self.start_ms is not None and now_ms >= self.start_ms + self.warmup_ms
+        out: list[CohortVerdict] = []
+        tests: list[_Test] = []
+        family = self.n_pairs
+        active, self.active = self.active, set()
+        for key in sorted(active):
+            st = self.keys.get(key)
+            if st is None:
                 continue
-            n_all, n1 = announcing[kv[0]], sizes[kv]
-            if n_all <= 0 or n1 < self.min_cohort_hosts or n1 >= n_all:
-                continue
-            d = st.attr_units[kv[0]]
-            p0 = n1 / n_all
-            if not binom_prefilter(k, d, p0, 2.0):
-                continue
-            rows.append((binom_sf(k, d, p0), kv, k, d, n1, n_all))
-        rows.sort(key=lambda r: (r[0], -r[2], r[1]))
-        return rows
-
-    def _evaluate(self, key: str, st: _Key, ts_ms: int, inventory: Inventory, out: list[Any]) -> None:
-        if not self.warm(ts_ms):
-            return
-        rows = self._test(st, inventory)
-        if not rows:
-            return
-        family = max(len(st.counts), len(rows))
-        rejected = benjamini_hochberg([r[0] for r in rows], self.fdr, family)
-        candidates = []
-        for r, rej in zip(rows, rejected):
-            p, kv, k, d, n1, n_all = r
-            if not rej or p > self.alpha:
-                continue
-            rr, lo, hi = relative_risk(k, n1, d - k, n_all - n1)
-            if lo <= self.min_rr_lower:
-                continue
-            candidates.append((r, rr, lo, hi))
-        if not candidates:
-            return
-        members, by_attr = inventory.members()
-        accepted: list[tuple[Pair, frozenset[str]]] = []
-        notes_of: dict[Pair, list[str]] = {}
-        units = st.units
-        for (p, kv, k, d, n1, n_all), rr, lo, hi in candidates:
-            mine = members.get(kv, frozenset())
-            verdict: tuple[Any, ...] | None = None  # ("alias", kv) or ("explained", parents, k, d, p)
-            for akv, amem in accepted:
-                if mine == amem:
-                    verdict = ("alias", akv)
-                    break
-            if verdict is None and accepted:
-                union = frozenset().union(*(m for _, m in accepted))
-                a = kv[0]
-                # Cases of this cohort outside the accepted cohorts, against its hosts outside them.
-                k_res = d_res = 0
-                for host, u in units.items():
-                    if host in union or a not in u[1]:
-                        continue
-                    d_res += 1
-                    if u[1].get(a) == kv[1]:
-                        k_res += 1
-                fleet_res = len(by_attr.get(a, frozenset()) - union)
-                n1_res = len(mine - union)
-                p_res = binom_sf(k_res, d_res, n1_res / fleet_res) if fleet_res > 0 and n1_res > 0 else 1.0
-                if p_res > self.explain_alpha:
-                    verdict = ("explained", tuple(a2 for a2, _ in accepted), k_res, d_res, p_res)
-            if verdict is None:
-                accepted.append((kv, mine))
-                notes_of[kv] = [f"binomial test: {k} of {d} distinct affected hosts have {kv[0]}={kv[1]}, "
-                                f"which {n1} of {n_all} hosts have; p={p:.3g}; Benjamini-Hochberg at "
-                                f"q={self.fdr:g} over {family} attribute values",
-                                f"relative risk {rr:.3g} (95% CI {lo:.3g}-{hi:.3g})"]
-                continue
-            if verdict[0] == "alias":
-                notes_of[verdict[1]].append(f"alias: {kv[0]}={kv[1]} has exactly the same hosts "
-                                            f"(confounded; the data cannot tell them apart)")
-            else:
-                parents = ", ".join(f"{a}={v}" for a, v in verdict[1])
-                for akv, amem in accepted:
-                    if mine > amem:
-                        notes_of[akv].append(f"nested: also explains the excess of the wider cohort "
-                                             f"{kv[0]}={kv[1]} ({verdict[2]} of {verdict[3]} hosts outside, "
-                                             f"p={verdict[4]:.3g})")
-                        break
-                else:
-                    notes_of[accepted[0][0]].append(f"explains {kv[0]}={kv[1]} too (its residual outside "
-                                                    f"{parents}: p={verdict[4]:.3g})")
-        by_pair = {c[0][1]: c for c in candidates}
-        for kv, _ in accepted:
-            if kv in st.firing or ts_ms < st.quiet.get(kv, 0):
-                continue
-            (p, _, k, d, n1, n_all), rr, lo, hi = by_pair[kv]
-            st.firing[kv] = ts_ms
-            self.firing.add(key)
-            out.append(self.make_alert(key, kv, "firing", ts_ms, p, k, d, n1, n_all, rr, lo, hi, notes_of[kv]))
-
-    # ------------------------------------------------------------------ time and memory
-    def _expire(self, key: str, st: _Key, now_ms: int, inventory: Inventory, out: list[Any],
-                force: int = 0) -> None:
-        cutoff = now_ms - self.window_ms
-        q, units, counts, attr_units = st.queue, st.units, st.counts, st.attr_units
-        while q and (q[0][0] <= cutoff or force > 0):
-            ts, host = q.popleft()
-            u = units.get(host)
-            if u is None or u[0] != ts:
-                continue  # refreshed later
-            del units[host]
-            force -= 1
-            gone_ms = max(ts + self.window_ms, ts)
-            for kv in u[1].items():
-                n = counts[kv] - 1
-                if n:
-                    counts[kv] = n
-                else:
-                    del counts[kv]
-                a = kv[0]
-                n = attr_units[a] - 1
-                if n:
-                    attr_units[a] = n
-                else:
-                    del attr_units[a]
-                if kv in st.firing and counts.get(kv, 0) < self.min_hosts:
-                    del st.firing[kv]
-                    if not st.firing:
-                        self.firing.discard(key)
-                    st.quiet[kv] = gone_ms + self.cooldown_ms
-                    out.append(self.make_alert(key, kv, "resolved", gone_ms, None, counts.get(kv, 0),
-                                               attr_units.get(a, 0), inventory.cohort_sizes[kv],
-                                               inventory.attribute_hosts[a], None, None, None,
-                                               [f"resolved: fewer than {self.min_hosts} affected hosts with "
-                                                f"{kv[0]}={kv[1]} left in the {self.window_s:g} s window"]))
-        if len(st.jobs) > len(units) + 32:
-            st.jobs = {j: v for j, v in st.jobs.items() if v[1] > cutoff}
-        if st.quiet:
-            st.quiet = {kv: t for kv, t in st.quiet.items() if t > now_ms}
-
-    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Any]:
-        out: list[Any] = []
-        for key in sorted(self.firing):
-            st = self.keys[key]
-            if st.queue and st.queue[0][0] <= watermark_ms - self.window_ms:
-                self._expire(key, st, watermark_ms, inventory, out)
-        if self.sweep_due(watermark_ms):
-            for k in [k for k, s in self.keys.items() if not s.firing and s.last_ms < watermark_ms - self.ttl_ms]:
-                del self.keys[k]
+            todo = st.touched | st.firing if st.firing else st.touched
+            st.touched = set()
+            if st.firing:
+                self.active.add(key)
+            for pk in sorted(todo):
+                pc = st.pairs.get(pk)
+                if pc is None:
+                    continue
+                if pc.firing:
+                    v = self._maybe_resolve(key, st, pk, pc, now_ms, g, inventory)
+                    if v is not None:
+                        out.append(v)
+                    continue
+                if not warm or now_ms < pc.quiet_until_ms:
+                    continue
+                tests.extend(self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr))
+        if not tests:
+            return out
+        family = max(family * len(self.acute), len(tests))
+        rejected = benjamini_hochberg([t.p for t in tests], self.fdr, family)
+        accepted: dict[str, list[_Test]] = {}
+        for t, rej in zip(tests, rejected):
+            if rej and t.p <= self.alpha and t.lo > self.min_rr_lower:
+                accepted.setdefault(t.key, []).append(t)
+        for key in sorted(accepted):
+            out.extend(self._report(key, self.keys[key], accepted[key], family, now_ms, g, inventory, clock))
         return out
 
-    def _evict(self) -> None:
-        victims = sorted((k for k, s in self.keys.items() if not s.firing),
-                         key=lambda k: (len(self.keys[k].units), self.keys[k].last_ms, k))
-        for k in victims[: max(1, len(self.keys) // 10)]:
-            del self.keys[k]
+    def _share(self, st: CohortKey, pk: str, pc: PairCounts, i: int, now_ms: int, g: tuple[float, ...],
+               inventory: Inventory) -> tuple[float, float, float, float, float, float, float] | None:
+        """(k_eff, n_eff, p0, units in cohort, units outside, exposure in, exposure outside) at scale ``i``.
 
-    # ------------------------------------------------------------------ state
-    def dump(self) -> dict[str, Any]:
-        return {**self.dump_lifecycle(), "keys": {k: s.dump() for k, s in self.keys.items()}}
+        The cohort's units are those since its last report: an excess already
+        paged and resolved is not news again while a long scale still holds it.
+        """
+        a, v = split_key(pk)
+        akey = a + "\x1f"
+        n1 = inventory.sizes.get(pk, 0)
+        if n1 < self.min_cohort_hosts or n1 >= inventory.attribute_hosts.get(a, 0):
+            return None
+        tot = st.tot.get(akey)
+        all_ = st.tot.get("")
+        if tot is None or all_ is None:
+            return None
+        c_a = tot[i] / g[i]
+        c_k = (pc.c[i] - pc.reported[i] if pc.reported else pc.c[i]) / g[i]
+        if c_a <= 0 or c_k <= 0:
+            return None
+        e_v = inventory.exposure((a, v), now_ms)[i]
+        e_a = inventory.exposure((a, ""), now_ms)[i]
+        if e_a <= e_v or e_v <= 0:
+            return None
+        c_all = all_[i] / g[i]
+        n_eff = kish_n(c_all, st.q[i] / (g[i] * g[i])) * c_a / c_all if c_all > 0 else 0.0
+        return n_eff * c_k / c_a, n_eff, e_v / e_a, c_k, c_a - c_k, e_v, e_a - e_v
 
-    def load(self, d: dict[str, Any]) -> None:
-        self.load_lifecycle(d)
-        self.keys = {str(k): _Key.load(v) for k, v in d["keys"].items()}
-        self.firing = {k for k, s in self.keys.items() if s.firing}
+    def _tests(self, key: str, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
+               inventory: Inventory, ceiling: float, max_scale: int | None = None) -> list[_Test]:
+        out = []
+        a = pk[: pk.index("\x1f")]
+        n1, n_all = inventory.sizes.get(pk, 0), inventory.attribute_hosts.get(a, 0)
+        if n1 < self.min_cohort_hosts or n1 >= n_all:
+            return out
+        tot = st.tot.get(a + "\x1f")
+        if tot is None:
+            return out
+        for i in self.acute:
+            if max_scale is not None and i > max_scale:
+                break
+            # the cheap screen on today's cohort sizes, before any exposure is integrated
+            c_a = tot[i] / g[i]
+            c_k = (pc.c[i] - pc.reported[i] if pc.reported else pc.c[i]) / g[i]
+            if c_k < 1.0 or c_a <= 0 or c_k / c_a < 0.5 * n1 / n_all:
+                continue
+            sh = self._share(st, pk, pc, i, now_ms, g, inventory)
+            if sh is None:
+                continue
+            k, n, p0, c_k, c_out, e_v, e_out = sh
+            if n < self.min_units or k < 1.0:
+                continue
+            if pc.static:
+                p0 = p0 * pc.rho / (p0 * pc.rho + 1.0 - p0)
+            if z_above(k, n * p0, n * p0 * (1.0 - p0)) < 2.5:
+                continue  # the cheap screen: most cohorts hold their share
+            p = binom_sf_real(k, n, p0)
+            if p > ceiling:
+                continue
+            k_out = n - k
+            rr, lo, hi = rate_ratio_ci(k, k_out, e_v, e_out)
+            if pc.static:
+                lo, rr, hi = lo / pc.rho, rr / pc.rho, hi / pc.rho
+            out.append(_Test(key, pk, i, p, k, n, p0, rr, lo, hi))
+        return out
+
+    def _hosts_in(self, st: CohortKey, pk: str, i: int, g: tuple[float, ...], inventory: Inventory) -> int:
+        """Distinct hosts of the cohort with a unit within about the scale (O(hosts of the key): rare path)."""
+        return sum(1 for h, hc in st.hosts.items() if hc[i] / g[i] >= 0.3 and pk in inventory.latest_keys(h))
+
+    def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, now_ms: int, g: tuple[float, ...],
+                inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
+        """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
+        best: dict[str, _Test] = {}
+        for t in sorted(tests, key=lambda t: (t.p, t.scale)):
+            best.setdefault(t.pair, t)
+        members, by_attr = inventory.members()
+        # cohorts of this key already reported (firing, static, or resolved recently) explain too
+        accepted: list[tuple[str, frozenset[str]]] = [(pk, members.get(split_key(pk), frozenset()))
+                                                     for pk, pc in sorted(st.pairs.items())
+                                                     if pc.firing or pc.static or now_ms < pc.quiet_until_ms]
+        notes_of: dict[str, list[str]] = {pk: [] for pk, _ in accepted}
+        chosen: list[_Test] = []
+        for t in sorted(best.values(), key=lambda t: (t.p, -t.k, t.pair)):
+            a, v = split_key(t.pair)
+            mine = members.get((a, v), frozenset())
+            hosts = self._hosts_in(st, t.pair, t.scale, g, inventory)
+            if hosts < self.min_hosts:
+                continue
+            alias = next((apk for apk, amem in accepted if amem == mine), None)
+            if alias is not None:
+                if alias in notes_of:
+                    notes_of[alias].append(f"alias: {a}={v} has exactly the same hosts (confounded; the data "
+                                           f"cannot tell them apart)")
+                continue
+            if accepted:
+                union = frozenset().union(*(m for _, m in accepted))
+                k_res = n_res = 0.0
+                akey = a + "\x1f"
+                for h, hc in st.hosts.items():
+                    if h in union:
+                        continue
+                    hk = inventory.latest_keys(h)
+                    if not any(x.startswith(akey) for x in hk):
+                        continue
+                    u = hc[t.scale] / g[t.scale]
+                    n_res += u
+                    if t.pair in hk:
+                        k_res += u
+                fleet_res = len(by_attr.get(a, frozenset()) - union)
+                n1_res = len(mine - union)
+                p_res = (binom_sf_real(k_res, n_res, n1_res / fleet_res) if fleet_res > 0 and n1_res > 0
+                         and n_res > 0 else 1.0)
+                if p_res > self.explain_alpha:
+                    for apk, amem in accepted:
+                        if apk in notes_of:
+                            rel = "nested: also explains the excess of the wider cohort" if mine > amem else "explains"
+                            notes_of[apk].append(f"{rel} {a}={v} (outside it: {k_res:.3g} of {n_res:.3g} units, "
+                                                 f"p={p_res:.3g})")
+                            break
+                    continue
+            accepted.append((t.pair, mine))
+            notes_of[t.pair] = []
+            chosen.append(t)
+        out = []
+        for t in chosen:
+            pc = st.pairs[t.pair]
+            a, v = split_key(t.pair)
+            severity, finding, why = self._classify(key, st, pc, t, now_ms, g, inventory, clock)
+            if severity == "ticket" and now_ms < pc.ticket_until_ms:
+                continue
+            hosts = self._hosts_in(st, t.pair, t.scale, g, inventory)
+            scale_s = clock.scales_s[t.scale]
+            notes = [f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts announcing "
+                     f"{a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the {scale_s / 3600:g} h scale; "
+                     f"p={t.p:.3g}; Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys",
+                     f"relative risk {t.rr:.3g} (95% CI {t.lo:.3g}-{t.hi:.3g}); {hosts} affected hosts in the cohort",
+                     why, *notes_of.get(t.pair, [])]
+            if severity == "page":
+                pc.firing, pc.fired_ms, pc.fired_scale = True, now_ms, t.scale
+                st.firing.add(t.pair)
+                self.active.add(key)
+            else:
+                pc.static = True
+                pc.rho = max(self._longrun_rr(st, t.pair, pc, now_ms, g, inventory), 1.0)
+                pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
+                notes.append(f"static: later windows are tested against its long-run relative risk {pc.rho:.3g}")
+            out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k, t.n * t.p0, scale_s, t.p,
+                                     t.rr, t.lo, t.hi, hosts, tuple(notes)))
+        return out
+
+    def _longrun_rr(self, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
+                    inventory: Inventory) -> float:
+        sh = self._share(st, pk, pc, self.longrun, now_ms, g, inventory)
+        if sh is None:
+            return 1.0
+        k, n, p0, _, _, _, _ = sh
+        share = (k + self.prior_units * p0) / (n + self.prior_units)
+        return (share / (1 - share)) / (p0 / (1 - p0)) if 0 < share < 1 and 0 < p0 < 1 else 1.0
+
+    def _classify(self, key: str, st: CohortKey, pc: PairCounts, t: _Test, now_ms: int, g: tuple[float, ...],
+                  inventory: Inventory, clock: DecayClock) -> tuple[Literal["page", "ticket"], str, str]:
+        """Page (new or rising) or ticket (static), with the reason in words.
+
+        The cohort's share now is compared with its share in the key's older
+        history (the long-run kernel minus this scale's), shrunk toward the
+        cohort's exposure share by ``prior_units`` pseudo-units: thin history
+        says "no association before", so an association is static only when
+        the older data itself shows it.
+        """
+        if pc.static:
+            return "page", "association_rising", (f"rising: above its own long-run relative risk {pc.rho:.3g}, "
+                                                 f"which was reported as static")
+        i, L = t.scale, self.longrun
+        a, v = split_key(t.pair)
+        tot = st.tot.get(a + "\x1f")
+        c_old_a = max((tot[L] / g[L] - tot[i] / g[i]) if tot is not None else 0.0, 0.0)
+        c_old_k = max(pc.c[L] / g[L] - pc.c[i] / g[i], 0.0)
+        e_v = inventory.exposure((a, v), now_ms)
+        e_a = inventory.exposure((a, ""), now_ms)
+        eo_v, eo_a = e_v[L] - e_v[i], e_a[L] - e_a[i]
+        if eo_a <= 0 or eo_v <= 0 or eo_v / eo_a < 0.5 * t.p0:
+            return "page", "cohort_outbreak", f"new: the cohort {a}={v} held little of the fleet before this window"
+        p_old = min(eo_v / eo_a, 1 - 1e-9)
+        share_old = (c_old_k + self.prior_units * p_old) / (c_old_a + self.prior_units)
+        share_old = min(max(share_old, 1e-9), 1 - 1e-9)
+        rho = (share_old / (1 - share_old)) / (p_old / (1 - p_old))
+        pi = t.p0 * rho / (t.p0 * rho + 1.0 - t.p0)
+        p_rise = binom_sf_real(t.k, t.n, pi)
+        if p_rise < self.rise_alpha:
+            what = "association_rising" if rho > 1.5 else "cohort_outbreak"
+            return "page", what, (f"new: its share now is above its own earlier share ({share_old:.1%} of "
+                                  f"{c_old_a:.3g} earlier units, relative risk {rho:.3g}), p={p_rise:.3g}")
+        return "ticket", "static_association", (f"static: its share now is no higher than its own earlier share "
+                                                f"({share_old:.1%} of {c_old_a:.3g} earlier units, relative risk "
+                                                f"{rho:.3g}; p={p_rise:.3g})")
+
+    def _maybe_resolve(self, key: str, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
+                       inventory: Inventory) -> CohortVerdict | None:
+        """Resolve once no scale up to the one that fired is significant (longer ones hold the excess for weeks)."""
+        if now_ms - pc.fired_ms < 3_600_000:
+            return None
+        if self._tests(key, st, pk, pc, now_ms, g, inventory, self.resolve_alpha, max_scale=pc.fired_scale):
+            return None
+        pc.firing = False
+        st.firing.discard(pk)
+        pc.quiet_until_ms = now_ms + self.cooldown_ms
+        pc.reported = list(pc.c)
+        a, v = split_key(pk)
+        i = pc.fired_scale
+        return CohortVerdict(key, a, v, "resolved", now_ms, "page", "resolved", pc.c[i] / g[i], 0.0, 0.0,
+                             notes=(f"resolved: no scale up to the one that fired significant at "
+                                    f"p < {self.resolve_alpha:g}",))
+
+    # ------------------------------------------------------------------ time and memory
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        sq = tuple(f * f for f in factors)
+        for st in self.keys.values():
+            for i in range(len(st.q)):
+                st.q[i] *= sq[i]
+            for vec in (*st.tot.values(), *st.hosts.values(), *(pc.c for pc in st.pairs.values()),
+                        *(pc.reported for pc in st.pairs.values())):
+                for i in range(len(vec)):
+                    vec[i] *= factors[i]
+
+    def sweep(self, now_ms: int, g: tuple[float, ...]) -> None:
+        """Forget keys idle past the TTL, and hosts and pairs decayed to nothing at the longest scale."""
+        L = self.longrun
+        for key in list(self.keys):
+            st = self.keys[key]
+            if st.last_ms < now_ms - self.ttl_ms and not st.firing:
+                del self.keys[key]
+                self.active.discard(key)
+                continue
+            st.hosts = {h: hc for h, hc in st.hosts.items() if hc[L] / g[L] > DEAD}
+            st.pairs = {k: pc for k, pc in st.pairs.items()
+                        if pc.firing or pc.static or pc.c[L] / g[L] > DEAD or now_ms < pc.quiet_until_ms}
+            st.touched &= set(st.pairs)
+        self.n_pairs = sum(len(st.pairs) for st in self.keys.values())
 
     def counts(self) -> dict[str, float]:
-        return {k: float(s.total) for k, s in self.keys.items()}
+        return {k: s.total for k, s in self.keys.items()}
 
 
-def cohort_correlation_from_config(cfg: Any, make_alert: MakeCohortAlert,
-                                   window_s: float | None = None) -> CohortCorrelation:
-    return CohortCorrelation(bucket_s=cfg.bucket_s, window_s=cfg.corr_window_s if window_s is None else window_s, min_hosts=cfg.corr_min_hosts,
-                             fdr=cfg.corr_fdr, alpha=cfg.corr_alpha, min_rr_lower=cfg.corr_min_rr_lower,
-                             min_cohort_hosts=cfg.corr_min_cohort_hosts, explain_alpha=cfg.corr_explain_alpha,
-                             max_units=cfg.corr_max_units, warmup_s=cfg.warmup_s, cooldown_s=cfg.cooldown_s,
-                             key_ttl_s=cfg.key_ttl_s, max_keys=cfg.max_keys, make_alert=make_alert)
+def cohort_correlation_from_config(cfg: object, clock: DecayClock) -> CohortCorrelation:
+    from fleetepi.detectors.config import DetectorConfig
+
+    c: DetectorConfig = cfg  # type: ignore[assignment]
+    scales = list(clock.scales_s)
+    return CohortCorrelation(acute=[scales.index(s) for s in c.cohort_scales_s],
+                             longrun=scales.index(c.cohort_longrun_s), fdr=c.corr_fdr, alpha=c.corr_alpha,
+                             resolve_alpha=c.corr_resolve_alpha, rise_alpha=c.corr_rise_alpha,
+                             explain_alpha=c.corr_explain_alpha, min_rr_lower=c.corr_min_rr_lower,
+                             min_hosts=c.corr_min_hosts, min_units=c.corr_min_units,
+                             min_cohort_hosts=c.corr_min_cohort_hosts, prior_units=c.corr_prior_units,
+                             warmup_ms=int(c.warmup_s * 1000), cooldown_ms=int(c.cooldown_s * 1000),
+                             ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000))
 
 
-__all__ = ["CohortCorrelation", "Pair", "cohort_correlation_from_config"]
+__all__ = ["CohortCorrelation", "CohortKey", "CohortVerdict", "PairCounts", "cohort_correlation_from_config",
+           "pair_key", "rate_ratio_ci"]

@@ -1,8 +1,17 @@
-"""Every threshold of every detector, in one frozen object with documented defaults.
+"""Every setting of every detector, in one frozen object with documented defaults.
 
-Units are in the names (``_s`` seconds, ``_ms`` milliseconds). A changed
-value changes ``fingerprint()``, which is part of every checkpoint, so a
+Units are in the names (``_s`` seconds, ``_ms`` milliseconds, ``_h`` hours).
+A changed value changes ``fingerprint()``, part of every checkpoint, so a
 worker never resumes from state computed under other parameters.
+
+How the defaults were chosen (docs/detectors.md, "Tuning"): on the tuning
+seeds of the simulator's ``quiet``, ``noisy`` and ``classic`` presets only;
+figures are reported on other seeds and presets and on the Titan data. No
+setting is a per-hour rate of the fleet: floors, priors and thresholds are
+either probabilities (alphas, false discovery rates), ratios, or learned from
+the stream (baselines, dispersion, a new signature's prior, a host's own rate,
+a cohort's static association), so one configuration holds from 0.1 to 10
+crashes per host-day and from 200 to 32,000 hosts.
 """
 
 from __future__ import annotations
@@ -18,141 +27,154 @@ from fleetepi.exceptions import ConfigError
 
 @dataclass(frozen=True)
 class DetectorConfig:
-    # ---- event-time clock (engine) ----
-    #: Evaluation step: how often (in event time) idle keys are re-examined and alerts resolve.
+    # ---- event-time clock and admission (engine) ----
+    #: Evaluation step: events are folded and every detector decides at each boundary of this grid.
     step_s: float = 300.0
+    #: An event is folded once it is this old (at the first boundary after ``ts + settle_s``), so a
+    #: job-wide abort is seen whole and events reordered in transit are folded in time order.
+    settle_s: float = 120.0
     #: Events older than the watermark by more than this are counted as ``out_of_order`` and dropped.
     allowed_lateness_s: float = 600.0
-    #: Events newer than the watermark by more than this are counted as ``future_timestamp`` and dropped.
+    #: Events newer than the wall clock by more than this are ``future_timestamp`` (dropped).
     max_future_s: float = 86400.0
+    #: An event more than this ahead of the fleet's event time is held aside until other hosts
+    #: reach its time (one host with a wrong clock must not move everyone's time): ``clock_skew``.
+    max_jump_s: float = 3600.0
+    #: Distinct hosts that must be ahead before event time jumps past ``max_jump_s`` at once.
+    jump_quorum_hosts: int = 3
+    #: Most events held aside for clock skew (beyond it the oldest are dropped, counted).
+    max_held_events: int = 100_000
     #: Announcements kept per host (attribute history for events in the past).
     inventory_history: int = 8
 
-    # ---- shared windows and state bounds (all detectors) ----
-    #: Width of one ring-buffer bucket of every count window; windows are whole buckets.
-    bucket_s: float = 300.0
-    #: Warm-up: nothing fires until this much event time after the stream's start (the first
-    #: host announcement, which every worker reads), so baselines and hosts' own rates learn
-    #: first. A day: one turn of the daily cycle.
+    # ---- shared ----
+    #: Warm-up: nothing fires until this much event time after the stream's start (the first host
+    #: announcement), so baselines and hosts' own rates learn first. A day: one daily cycle.
     warmup_s: float = 24 * 3600.0
-    #: A key (signature, host, telemetry code) with no event for this long is forgotten
-    #: (longer than the longest window; a signature that returns after it is new again).
-    key_ttl_s: float = 3 * 86400.0
-    #: Most keys one detector instance keeps; beyond it the quietest key is evicted.
-    max_keys: int = 50_000
-    #: Negative binomial size r of crash/error counts (variance mu + mu^2/r); inf = Poisson.
-    #: 8: a busy signature's hour may hold ~35 % more or less than its mean without news.
-    nb_size: float = 8.0
     #: After an alert resolves, the same entity cannot fire again for this long.
     cooldown_s: float = 6 * 3600.0
+    #: A key (signature, host, telemetry code) idle this long is forgotten.
+    key_ttl_s: float = 40 * 86400.0
+    #: Most keys one detector keeps; beyond it the quietest are evicted (never a firing one).
+    max_keys: int = 200_000
+    #: A case of one (key, host) counts once per this span: a crash-looping pod is one unit an
+    #: hour for the fleet-level detectors (the host detector sees the loop for what it is).
+    unit_span_s: float = 3600.0
+    #: A job counts once per key within this span: one job dying on 256 hosts is one case.
+    job_span_s: float = 86400.0
+    #: Units of one key within one step are capped where they exceed this tail probability
+    #: under the key's own rate: a job-wide abort without a job id adds a few units, not 256.
+    burst_alpha: float = 1e-4
 
-    # ---- signature_spike ----
-    #: Sliding windows over which a signature's incidence is counted, side by side: the
-    #: short one pages on a sharp outbreak in minutes, the long one on a slow steady one.
-    sig_windows_s: tuple[float, ...] = (3600.0, 6 * 3600.0)
-    #: One-sided p-value under which a window count fires (many signatures x steps a day).
+    # ---- signature_spike (and the fleet-wide part of telemetry_cohort) ----
+    #: Sliding windows a key's units are counted over, side by side: minutes to a day.
+    sig_windows_s: tuple[float, ...] = (3600.0, 4 * 3600.0, 24 * 3600.0)
+    #: One-sided p-value under which a window count fires (every key x window x step).
     sig_alpha: float = 1e-7
-    #: A firing signature resolves when its window count is no longer significant at this level.
+    #: A firing key resolves when every window is back above this p-value.
     sig_resolve_alpha: float = 0.01
-    #: Minimum support: at least this many units (distinct jobs/hosts) in the window.
+    #: Minimum support: units in the window, from at least ``sig_min_spread`` distinct steps.
     sig_min_units: int = 4
-    #: And at least this many times the expected count (effect size, not only significance).
-    sig_min_ratio: float = 3.0
-    #: Half-life of the learned baseline (hour-of-day rates decay per day).
+    sig_min_spread: int = 3
+    #: And at least this many times the expected count (an effect, not only a significance).
+    sig_min_ratio: float = 1.5
+    #: Half-life of the learned hour-of-day baseline.
     baseline_halflife_days: float = 7.0
-    #: Pseudo-hours of the key's all-day rate mixed into each hour-of-day rate
-    #: (smoothing: sparse keys get a flat profile, busy ones their own daily cycle).
+    #: Pseudo-hours of the key's all-day rate mixed into each hour-of-day rate.
     hour_prior_h: float = 4.0
-    #: Prior rate (units per hour) of a key with little history, with ``prior_weight_h`` hours of weight.
-    prior_rate_per_h: float = 0.05
-    #: Weight of the prior, in hours of exposure.
+    #: Weight, in hours, of a new key's prior rate (learned: the first-day rate of new keys).
     prior_weight_h: float = 12.0
+    #: Lower bound of that learned prior, units per hour: one case a day across the fleet, below
+    #: which no rate can be told apart within a day (a statistical floor, not a fleet's rate).
+    prior_rate_floor_per_h: float = 1.0 / 24.0
+    #: Prior overdispersion of a key's counts (NB: variance mu + phi mu^2), and its weight in
+    #: squared expected units; the key's own history takes over as it accrues.
+    dispersion_prior: float = 0.05
+    dispersion_prior_weight: float = 50.0
 
-    # ---- host_spike ----
-    #: Sliding windows over which a host's crashes are counted (a sick host may crash
-    #: only a few times an hour, so the longest window is a day).
-    host_windows_s: tuple[float, ...] = (3600.0, 6 * 3600.0, 24 * 3600.0)
-    #: One-sided p-value against the peers' mean under which a host fires (fewer tests than
-    #: signatures: one per host that already stands out against the fleet and its past).
-    host_alpha: float = 1e-5
-    #: Minimum units (crashes, odd-shape-weighted, plus hardware errors) in the window for a host to fire.
-    host_min_crashes: int = 6
-    #: Minimum events (crashes and hardware errors, unweighted) in the longest window.
-    host_min_events: int = 3
-    #: Units one hardware error of the host counts (Xid other than the application ones,
-    #: uncorrectable ECC, NVLink, PCIe).
-    host_hw_weight: float = 2.0
-    #: And at least this many times the peers' mean.
-    host_min_ratio: float = 5.0
-    #: Peer floor: expected crashes per host per hour never taken below this (quiet fleets).
-    host_floor_per_h: float = 0.05
-    #: Hosts of a cohort (attribute value) needed before it is used as a peer group.
+    # ---- host_spike, telemetry_host (peers) ----
+    #: Time constants of a host's decayed counts for the acute test (hour, six hours, a day).
+    host_scales_s: tuple[float, ...] = (3600.0, 6 * 3600.0, 24 * 3600.0)
+    #: Time constant of a host's own long-run rate and of the chronic test (a month).
+    host_longrun_s: float = 30 * 86400.0
+    #: p-value under which a host fires against max(peers, its own long-run rate).
+    host_alpha: float = 1e-7
+    host_resolve_alpha: float = 0.01
+    #: Effective units (independent reports) a host needs in a scale to fire.
+    host_min_units: float = 4.0
+    #: And at least this many times the expected.
+    host_min_ratio: float = 4.0
+    #: Negative binomial size of a host's count around its peers' rate (hosts differ).
+    host_nb_size: float = 4.0
+    #: Hosts of a cohort needed before it is a peer group.
     host_min_peers: int = 5
-    #: Hours of the fleet's rate mixed into a host's own long-run rate (its expected count is
-    #: never below that own rate: a host that always runs crashier jobs is not news).
-    host_own_prior_h: float = 48.0
-    #: Crashes flagged as odd shapes (bit flips, non-canonical addresses) count this many units.
+    #: Crash units: an odd-shaped crash (bit flip, non-canonical address, misaligned stack)
+    #: weighs this much; a hardware error of the host (not an application Xid) that much.
     host_odd_weight: float = 3.0
+    host_hw_weight: float = 2.0
     #: A crash's bitflip_score at or above this makes it an odd shape.
     host_bitflip_min: float = 0.5
-    #: A host resolves when its count is no longer significant at this level.
-    host_resolve_alpha: float = 0.01
+    #: A host whose last day is this dominated by one signature, with at most
+    #: ``loop_max_signatures`` signatures, is a crash loop (ticket), not a sick host.
+    loop_min_share: float = 0.75
+    loop_max_signatures: int = 2
+    #: Chronic (ticket): the host's long-run rate against its peers', at this p-value and ratio,
+    #: with at least ``chronic_min_units`` units spread over ``chronic_min_days`` days.
+    chronic_alpha: float = 1e-7
+    chronic_min_ratio: float = 10.0
+    chronic_min_units: float = 5.0
+    chronic_min_days: float = 2.0
+    #: A ticket for the same entity is not repeated for this long.
+    ticket_cooldown_s: float = 14 * 86400.0
+    #: Suspected bad silicon: at least this share of at least ``silicon_min_crashes`` crashes with
+    #: a known CPU on one core, spanning at least ``silicon_min_signatures`` signatures.
+    silicon_min_share: float = 0.6
+    silicon_min_crashes: int = 5
+    silicon_min_signatures: int = 3
 
-    # ---- hardware_correlation (and telemetry_cohort's cohort part) ----
-    #: Window over which distinct affected hosts of a signature are collected.
-    corr_window_s: float = 24 * 3600.0
-    #: Distinct affected hosts in one cohort needed before it can be reported (three hosts of
-    #: one rack of 40 in a fleet of 2,000 is already p < 1e-5; the p-value ceiling does the rest).
-    corr_min_hosts: int = 3
-    #: Benjamini-Hochberg false discovery rate over the (attribute, value) pairs of a key.
+    # ---- hardware_correlation, telemetry_cohort (cohorts) ----
+    #: Time constants of the cohort counts: an hour (a bad rack) to a month (wear-out, a batch).
+    cohort_scales_s: tuple[float, ...] = (3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0, 30 * 86400.0)
+    #: Time constant of the long-run (static) association a cohort is compared with.
+    cohort_longrun_s: float = 180 * 86400.0
+    #: Benjamini-Hochberg false discovery rate at each step, over every (key, attribute value,
+    #: scale) with cases: across all signatures and attributes at once.
     corr_fdr: float = 0.01
-    #: And an absolute one-sided binomial p-value ceiling per pair.
-    corr_alpha: float = 1e-5
+    #: And an absolute one-sided p-value ceiling per test.
+    corr_alpha: float = 1e-6
     #: Lower 95 % bound of the relative risk must exceed this.
     corr_min_rr_lower: float = 2.0
-    #: Cohorts smaller than this share of the fleet's hosts are not tested alone
-    #: when they hold one host (a cohort of one host is that host: host_spike's job).
+    #: Distinct affected hosts in the cohort needed.
+    corr_min_hosts: int = 3
+    #: Effective units (hosts and time weighed, ``kish_n``) of the key needed.
+    corr_min_units: float = 5.0
+    #: Cohorts with fewer hosts are not tested (a cohort of one host is that host).
     corr_min_cohort_hosts: int = 2
     #: A nested/confounded cohort is explained by another if its residual p-value exceeds this.
     corr_explain_alpha: float = 1e-3
-    #: Most distinct hosts kept per key (the window's oldest leave first beyond it).
-    corr_max_units: int = 5000
+    #: Is a cohort's excess new? Its share now against its own long-run share, at this p-value:
+    #: above it, the association is static (a ticket); below, it is rising (a page).
+    corr_rise_alpha: float = 1e-4
+    #: Pseudo-units at the cohort's exposure share mixed into its long-run share.
+    corr_prior_units: float = 20.0
+    #: A firing cohort resolves when no scale is significant at this level.
+    corr_resolve_alpha: float = 1e-3
 
-    # ---- telemetry_host / telemetry_cohort ----
-    #: Sliding windows for telemetry counts (per host, and a code's fleet-wide distinct hosts).
-    tel_windows_s: tuple[float, ...] = (3600.0, 6 * 3600.0)
-    #: Window of telemetry_cohort's distinct hosts per attribute value (Xid 79 in a rack comes
-    #: within hours; a day of a rare code's background would dilute it).
-    tel_corr_window_s: float = 6 * 3600.0
-    #: Events (not errors) a host needs in the window: one report of 10 NVLink errors is one incident.
-    tel_min_events: int = 3
-    #: Telemetry channels (``kind`` or ``kind:code``) that telemetry_cohort does not test: Xid
-    #: 13/31/43/45 are application faults (NVIDIA's Xid catalog) that follow jobs -- a job
-    #: burst leaves them on a rack of hosts at once -- and the corrected-ECC counter is
-    #: reported by most hosts, so "hosts with any" is no cohort signal. telemetry_host still
-    #: watches them per host.
-    tel_cohort_skip: tuple[str, ...] = ("xid:13", "xid:31", "xid:43", "xid:45", "ecc_corrected")
-    #: One-sided p-value for a host's telemetry count against peers, and for a code's fleet count.
-    tel_alpha: float = 1e-7
-    #: Minimum errors (Telemetry.n summed, or thermal crossings) for a host to fire.
-    tel_min_count: int = 10
-    #: Minimum distinct hosts in the window for a fleet-wide telemetry spike.
-    tel_min_hosts: int = 6
-    #: And at least this many times the expected.
-    tel_min_ratio: float = 5.0
-    #: Peer floor: expected errors per host per hour never below this.
-    tel_floor_per_h: float = 0.05
+    # ---- telemetry ----
     #: One event's error count is clipped to this (one ECC storm report must not be 10^6 units).
     tel_max_n: int = 1000
-    #: Thermal readings at or above this (degrees C) are a threshold crossing.
+    #: Thermal readings at or above this (degrees C) are a crossing.
     thermal_threshold_c: float = 90.0
     #: A device must read below the threshold, or be quiet this long, before it crosses again.
     thermal_rearm_s: float = 600.0
     #: Telemetry kinds that count as hardware errors of a host in host_spike.
     hw_error_kinds: tuple[str, ...] = ("xid", "ecc_uncorrected", "nvlink", "pcie")
-    #: Xid codes that are application faults (NVIDIA's Xid catalog), not hardware: a job
-    #: burst leaves them on every host it ran on.
+    #: Xid codes that are application faults (NVIDIA's Xid catalog), not hardware: a job burst
+    #: leaves them on every host it ran on. Not hardware errors of a host; not a cohort signal.
     app_xid_codes: tuple[int, ...] = (13, 31, 43, 45)
+    #: Channels telemetry_cohort does not test by cohort (kind or kind:code); reported by most
+    #: hosts, "hosts with any" is no cohort signal. telemetry_host still watches them per host.
+    tel_cohort_skip: tuple[str, ...] = ("xid:13", "xid:31", "xid:43", "xid:45", "ecc_corrected")
 
     def __post_init__(self) -> None:
         """Validate at start-up (never in the loop); YAML lists become tuples."""
@@ -160,21 +182,31 @@ class DetectorConfig:
             v = getattr(self, f.name)
             if isinstance(v, list):
                 object.__setattr__(self, f.name, tuple(v))
-        for name in ("bucket_s", "step_s", "warmup_s", "key_ttl_s", "cooldown_s", "corr_window_s",
-                     "tel_corr_window_s", "baseline_halflife_days"):
-            if getattr(self, name) < 0 or (name in ("bucket_s", "step_s", "corr_window_s", "tel_corr_window_s")
-                                            and getattr(self, name) <= 0):
+        for name in ("step_s", "settle_s", "max_jump_s", "unit_span_s", "job_span_s", "host_longrun_s",
+                     "cohort_longrun_s", "baseline_halflife_days"):
+            if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("sig_windows_s", "host_windows_s", "tel_windows_s"):
+        for name in ("warmup_s", "cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",
+                     "ticket_cooldown_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.step_s % 1 or self.step_s < 1:
+            raise ConfigError(f"step_s must be a whole number of seconds, got {self.step_s}")
+        for name in ("sig_windows_s", "host_scales_s", "cohort_scales_s"):
             windows = getattr(self, name)
-            if not windows or any(w < self.bucket_s for w in windows):
-                raise ConfigError(f"{name} needs at least one window of >= bucket_s ({self.bucket_s} s)")
-        for name in ("sig_alpha", "sig_resolve_alpha", "host_alpha", "host_resolve_alpha", "tel_alpha",
-                     "corr_fdr", "corr_alpha", "corr_explain_alpha"):
+            if not windows or any(w < self.step_s for w in windows) or list(windows) != sorted(windows):
+                raise ConfigError(f"{name} needs windows of >= step_s ({self.step_s} s), shortest first")
+        for name in ("sig_alpha", "sig_resolve_alpha", "host_alpha", "host_resolve_alpha", "chronic_alpha",
+                     "corr_fdr", "corr_alpha", "corr_explain_alpha", "corr_rise_alpha", "corr_resolve_alpha",
+                     "burst_alpha", "loop_min_share", "silicon_min_share"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
-        if self.max_keys < 1 or self.corr_max_units < 1:
-            raise ConfigError("max_keys and corr_max_units must be >= 1")
+        if self.max_keys < 1 or self.jump_quorum_hosts < 1 or self.max_held_events < 0:
+            raise ConfigError("max_keys and jump_quorum_hosts must be >= 1, max_held_events >= 0")
+
+    @property
+    def step_ms(self) -> int:
+        return int(self.step_s * 1000)
 
     def fingerprint(self) -> str:
         """Short hash of every value: part of each checkpoint's identity."""

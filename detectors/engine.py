@@ -1,43 +1,75 @@
-"""The detectors run together: admission, inventory, dispatch, event-time clock.
+"""The detectors run together: admission, inventory, a buffer, and decisions on a step grid.
 
-``Engine`` is what both runners drive: the embedded pipeline
-(``fleetepi replay``/``demo``) feeds it every event; each stream worker feeds
-its own Engine the events of the partitions it owns, built with only the
-detectors of that partition's key. Same code, same alerts.
+``Engine`` is what both runners drive: the embedded pipeline (``fleetepi
+replay``/``demo``) feeds it every event, a stream worker's fleet partition
+feeds it the merged stream of all input partitions. Same code, same alerts.
+
+Why events are buffered and folded at step boundaries rather than one by
+one: a decision at boundary T sees exactly the events dated before
+``T - settle_s``, folded in a canonical order (``cases.canonical``), so it
+does not depend on how the events were interleaved in transit (two Kafka
+partitions, an agent that resent its spool), a job-wide abort is seen whole
+before anything is decided about it, and the per-event cost is an append.
 
 Admission is part of the engine (not of a runner) so both modes reject the
-same events for the same reasons: too late beyond the allowed lateness,
-too far in the future, crashes of hosts never announced (counted, still used
-by the detectors that do not need attributes).
+same events for the same reasons: too late beyond the allowed lateness, too
+far beyond the wall clock, crashes of hosts never announced (counted, and
+the host joins the fleet with no attributes). And one host's wrong clock
+must not cost the fleet its detection: an event more than ``max_jump_s``
+ahead of the fleet's event time is *held aside* (counted as
+``clock_skew_held``) until ``jump_quorum_hosts`` distinct hosts are ahead
+too (a real jump: a replay after a quiet night, a recovered broker), or the
+fleet's time catches up with it. A host whose clock runs days ahead keeps
+its own events held; everyone else's time goes on.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fleetepi.contract import Alert, Crash, Event, Host, Telemetry
-from fleetepi.detectors.base import Detector
+from fleetepi.contract import Alert, Crash, Event, Host, Telemetry, decode_event, encode
+from fleetepi.detectors.base import Context, Detector
+from fleetepi.detectors.cases import CaseMaker, canonical
 from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.decay import DecayClock
 from fleetepi.detectors.inventory import Inventory
-from fleetepi.detectors.lifecycle import Lifecycle
-from fleetepi.detectors.registry import build_detectors
+from fleetepi.detectors.registry import build_detectors, clock_scales
+from fleetepi.detectors.windows import HOUR_MS
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-_KIND_OF: dict[type, str] = {Host: "host", Crash: "crash", Telemetry: "telemetry"}
+
+
+def _by_time(x: tuple[int, int, Event]) -> int:
+    return x[0]
+
+
+def _canonical_ties(ready: list[tuple[int, int, Crash | Telemetry]]) -> None:
+    """Within runs of equal timestamps (already sorted by time), order events canonically, in place."""
+    i, n = 0, len(ready)
+    while i < n:
+        j = i + 1
+        t = ready[i][0]
+        while j < n and ready[j][0] == t:
+            j += 1
+        if j - i > 1:
+            ready[i:j] = sorted(ready[i:j], key=lambda x: canonical(x[2], x[0]))
+        i = j
+
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
 #: Bumped when the layout of ``Engine.snapshot`` changes.
-ENGINE_STATE_VERSION = "engine/2"
-
-
+ENGINE_STATE_VERSION = "engine/3"
+#: How often idle state is forgotten (event time): a few times a day is plenty for month-long kernels.
+SWEEP_MS = 6 * HOUR_MS
 #: Most step boundaries evaluated to cross one gap in event time (30 days of 5-minute steps).
 MAX_CATCH_UP_TICKS = 8640
 
@@ -47,102 +79,88 @@ class Engine:
 
     :param config: thresholds and windows (defaults documented in ``DetectorConfig``).
     :param detectors: registry names to run; all of them by default.
-    :param clock_ms: wall clock in epoch ms (tests pin it); see the admission comment in ``process``.
+    :param clock_ms: wall clock in epoch ms (tests pin it); only far-future admission reads it.
     """
 
     def __init__(self, config: DetectorConfig | None = None, detectors: Sequence[str] | None = None,
                  clock_ms: Callable[[], int] | None = None) -> None:
-        self.config = config or DetectorConfig()
-        #: Wall clock, consulted only to tell a far-future timestamp from a gap in event time.
+        self.config = c = config or DetectorConfig()
         self._clock_ms = clock_ms or _wall_clock_ms
-        self.inventory = Inventory(max_history=self.config.inventory_history)
-        self._dispatch: dict[type, list[Detector]] = {}
-        self.detectors = build_detectors(self.config, detectors)
+        self.clock = DecayClock(clock_scales(c))
+        self.inventory = Inventory(max_history=c.inventory_history, clock=self.clock)
+        self.ctx = Context(c, self.inventory, self.clock)
+        self.detectors: list[Detector] = build_detectors(c, self.clock, detectors)
+        self.cases = CaseMaker.new(c)
         self.watermark_ms: int | None = None
         self._next_tick_ms: int | None = None
-        self._step_ms = int(self.config.step_s * 1000)
-        self._lateness_ms = int(self.config.allowed_lateness_s * 1000)
-        self._future_ms = int(self.config.max_future_s * 1000)
+        self._step_ms = c.step_ms
+        self._settle_ms = int(c.settle_s * 1000)
+        self._lateness_ms = int(c.allowed_lateness_s * 1000)
+        self._future_ms = int(c.max_future_s * 1000)
+        self._jump_ms = int(c.max_jump_s * 1000)
+        #: admitted crashes and telemetry not folded yet: (ts_ms, seq, event)
+        self._buffer: list[tuple[int, int, Crash | Telemetry]] = []
+        #: events held aside for clock skew: a heap of (ts_ms, seq, event)
+        self._held: list[tuple[int, int, Event]] = []
+        #: host -> its earliest held event (the quorum is counted in hosts, not events)
+        self._held_first: dict[str, int] = {}
+        self._seq = 0
+        #: where folding has reached: events dated before it are folded
+        self._folded_ms = 0
+        self._next_sweep_ms = 0
         #: events accepted per schema kind ("host", "crash", "telemetry").
         self.events: Counter[str] = Counter()
         #: events rejected or flagged, per reason (see fleetepi.contract.codec.REASONS).
         self.invalid: Counter[str] = Counter()
         self.alerts: Counter[str] = Counter()
-        #: Hook ``on_invalid(reason, event, ts_ms)``, called after each admission drop or
-        #: flag is counted, so a runner can log it, keep its line number or dead-letter it
-        #: without re-checking admission itself (zero cost on accepted events).
+        #: other counts: events held for clock skew, folded late, in maintenance.
+        self.flags: Counter[str] = Counter()
+        #: Hook ``on_invalid(reason, event, ts_ms)``, called after each admission drop or flag is
+        #: counted, so a runner can log it, keep its line number or dead-letter it.
         self.on_invalid: Callable[[str, Event, int], None] | None = None
-        #: Hook ``feed_inventory(ts_ms)``: bring the inventory up to ``ts_ms`` before an event
-        #: or a tick at that time is judged. The embedded run needs none (announcements are
-        #: events in the same stream); a stream worker's partitions read them from another
-        #: topic and fold them in event time through this (``fleetepi.stream.state``).
-        self.feed_inventory: Callable[[int], None] | None = None
-
-    @property
-    def detectors(self) -> list[Detector]:
-        return self._detectors
-
-    @detectors.setter
-    def detectors(self, value: list[Detector]) -> None:
-        self._detectors = value
-        self._dispatch.clear()
-
-    def _detectors_for(self, event_type: type) -> list[Detector]:
-        """Detectors that can want events of this type, in order.
-
-        A detector may declare ``event_types`` (a ClassVar tuple, e.g.
-        ``(Crash,)``) so that the engine does not call its ``route`` for
-        events it never wants; without it, it sees every crash and telemetry.
-        """
-        dets = self._dispatch.get(event_type)
-        if dets is None:
-            dets = self._dispatch[event_type] = [
-                d for d in self._detectors if event_type in getattr(d, "event_types", (Crash, Telemetry))]
-        return dets
 
     # ------------------------------------------------------------------ processing
     def process(self, event: Event) -> list[Alert]:
-        """Feed one decoded event; return the alerts it (and the time it moved) caused."""
-        # Hot path (bench/replay.py): admission (too late, too far ahead) is inlined,
-        # the event kind is one dict lookup, and the inventory is probed directly.
+        """Feed one decoded event; return the alerts the step boundaries it passed caused."""
         ts_ms = (event.ts - _EPOCH) // _MS
         wm = self.watermark_ms
-        out: list[Alert] = []
-        if wm is None or ts_ms > wm:
-            # "Far in the future" means beyond both the watermark and the wall clock by
-            # more than max_future_s: the watermark alone would stall a replay after a
-            # quiet day, the wall clock alone would refuse simulated future fleets. The
-            # clock is read only past the watermark's limit, so replays of recordings not
-            # themselves dated in the future stay deterministic.
-            if (wm is None or ts_ms > wm + self._future_ms) and ts_ms > self._clock_ms() + self._future_ms:
+        if wm is not None and ts_ms > wm + self._jump_ms:
+            if ts_ms > self._clock_ms() + self._future_ms:
                 return self._reject("future_timestamp", event, ts_ms)
+            return self._hold(event, ts_ms)
+        if wm is None and ts_ms > self._clock_ms() + self._future_ms:
+            return self._reject("future_timestamp", event, ts_ms)
+        return self._admit(event, ts_ms)
+
+    def _admit(self, event: Event, ts_ms: int) -> list[Alert]:
+        wm = self.watermark_ms
+        out: list[Alert] = []
+        if wm is not None and ts_ms < wm - self._lateness_ms:
+            return self._reject("out_of_order", event, ts_ms)
+        if type(event) is Host:
+            self.events["host"] += 1
+            self.inventory.announce(event.host, ts_ms, event.attributes)
+        else:
+            kind = "crash" if type(event) is Crash else "telemetry"
+            self.events[kind] += 1
+            if not self.inventory.seen(event.host, ts_ms):  # type: ignore[union-attr]
+                self.invalid["unknown_host"] += 1
+                if self.on_invalid is not None:
+                    self.on_invalid("unknown_host", event, ts_ms)
+            if ts_ms < self._folded_ms:
+                self.flags["folded_late"] += 1
+            self._seq += 1
+            self._buffer.append((ts_ms, self._seq, event))  # type: ignore[arg-type]
+        if wm is None or ts_ms > wm:
             self.watermark_ms = ts_ms
+            if wm is None:
+                self.clock.ref_ms = ts_ms - ts_ms % self._step_ms  # decayed counts inflate from here
             if self._next_tick_ms is None:
                 self._next_tick_ms = ts_ms - ts_ms % self._step_ms + self._step_ms
             elif ts_ms >= self._next_tick_ms:
                 out.extend(self._tick(ts_ms))
-        elif ts_ms < wm - self._lateness_ms:
-            return self._reject("out_of_order", event, ts_ms)
-        kind = _KIND_OF[type(event)]
-        self.events[kind] += 1
-        inv = self.inventory
-        if kind == "host":
-            inv.announce(event.host, ts_ms, event.attributes)  # type: ignore[union-attr]
-            return out
-        feed = self.feed_inventory
-        if feed is not None:
-            feed(ts_ms)
-        if event.host not in inv._hosts:
-            self.invalid["unknown_host"] += 1
-            if self.on_invalid is not None:
-                self.on_invalid("unknown_host", event, ts_ms)
-        for det in self._dispatch.get(type(event)) or self._detectors_for(type(event)):
-            if det.route(event) is not None:  # type: ignore[arg-type]
-                out.extend(det.update(event, ts_ms, inv))  # type: ignore[arg-type]
-        if out:
-            alerts = self.alerts
-            for a in out:
-                alerts[a.kind] += 1
+            if self._held:
+                out.extend(self._release(ts_ms + self._jump_ms))
         return out
 
     def _reject(self, reason: str, event: Event, ts_ms: int) -> list[Alert]:
@@ -151,20 +169,54 @@ class Engine:
             self.on_invalid(reason, event, ts_ms)
         return []
 
-    def _tick(self, watermark_ms: int) -> list[Alert]:
-        """Evaluate at every step boundary from the next one up to ``watermark_ms``.
+    # ------------------------------------------------------------------ clock skew
+    def _hold(self, event: Event, ts_ms: int) -> list[Alert]:
+        """Hold an event far ahead of the fleet's time until a quorum of hosts is there too."""
+        if len(self._held) >= self.config.max_held_events:
+            return self._reject("clock_skew", event, ts_ms)  # bounded: the newest beyond it is dropped, counted
+        self._seq += 1
+        heapq.heappush(self._held, (ts_ms, self._seq, event))
+        self.flags["clock_skew_held"] += 1
+        host = event.host  # type: ignore[union-attr]
+        first = self._held_first
+        if host not in first or ts_ms < first[host]:
+            first[host] = ts_ms
+        quorum = min(self.config.jump_quorum_hosts, max(1, len(self.inventory) // 2))
+        if len(first) < quorum:
+            return []
+        # the fleet moved: event time may jump to where the quorum-th host is
+        to = sorted(first.values())[quorum - 1]
+        return self._release(to + self._jump_ms)
 
-        Why every boundary, and at the boundary rather than at the time of
-        the event that crossed it: a stream worker's partition also moves
-        its clock when its sources' watermarks pass (``Engine.advance``),
-        in jumps that depend on how its input happened to be batched. If
-        ticks followed those jumps, TTL sweeps and expiries would fall at
-        different instants in two runs over the same events, and a key
-        swept in one would keep counting in the other. Ticking at each
-        boundary B, with exactly the events dated before B folded in, makes
-        every run evaluate the same instants on the same state. A gap of
-        more than ``MAX_CATCH_UP_TICKS`` steps (a month of silence) is
-        jumped over: nothing is left to expire by then.
+    def _release(self, upto_ms: int) -> list[Alert]:
+        """Admit held events dated up to ``upto_ms``, oldest first."""
+        out: list[Alert] = []
+        held = self._held
+        if not held or held[0][0] > upto_ms:
+            return out
+        while held and held[0][0] <= upto_ms:
+            ts_ms, _, event = heapq.heappop(held)
+            self.flags["clock_skew_released"] += 1
+            out.extend(self._admit(event, ts_ms))
+        first: dict[str, int] = {}
+        for t, _, ev in held:
+            h = ev.host  # type: ignore[union-attr]
+            if h not in first or t < first[h]:
+                first[h] = t
+        self._held_first = first
+        return out
+
+    # ------------------------------------------------------------------ decisions
+    def _tick(self, watermark_ms: int) -> list[Alert]:
+        """Fold and decide at every step boundary from the next one up to ``watermark_ms``.
+
+        Why every boundary, at the boundary: a stream worker's partition also
+        moves its clock when its sources' watermarks pass (``advance``), in
+        jumps that depend on how its input happened to be batched; ticking
+        at each boundary B, with exactly the events dated before
+        ``B - settle_s`` folded, makes every run decide at the same instants
+        on the same state. A gap of more than ``MAX_CATCH_UP_TICKS`` steps (a
+        month of silence) is jumped over.
         """
         step = self._step_ms
         last = watermark_ms - watermark_ms % step
@@ -172,43 +224,87 @@ class Engine:
         if last - at > MAX_CATCH_UP_TICKS * step:
             at = last - MAX_CATCH_UP_TICKS * step
         out: list[Alert] = []
-        inv, feed = self.inventory, self.feed_inventory
         while at <= last:
-            if feed is not None:
-                feed(at - 1)  # announcements dated before the boundary, as an embedded run has read them
-            for det in self.detectors:
-                out.extend(det.advance(at, inv))
+            out.extend(self._decide_at(at))
             at += step
         self._next_tick_ms = last + step
-        return out
-
-    def begin(self, start_ms: int) -> None:
-        """Date the stream's start for every detector that has not started yet.
-
-        Detectors count warm-up and a new key's silent history from the
-        stream's start. One process sees the fleet's first announcement; a
-        stream worker's engine for a sparse internal partition may see its
-        first event hours later, and would fire later than the embedded run.
-        The workers call this with the start of the whole stream.
-        """
-        for det in self._detectors:
-            for part in (det, *vars(det).values()):
-                if isinstance(part, Lifecycle) and part.start_ms is None:
-                    part.start(start_ms)
-
-    def advance(self, watermark_ms: int) -> list[Alert]:
-        """Let event time pass to ``watermark_ms`` without events (idle partitions, end of input).
-
-        Evaluates only if a step boundary was crossed (see ``_tick``).
-        """
-        if self.watermark_ms is None or watermark_ms > self.watermark_ms:
-            self.watermark_ms = watermark_ms
-        if self._next_tick_ms is not None and self.watermark_ms < self._next_tick_ms:
-            return []
-        out = self._tick(self.watermark_ms)
         for a in out:
             self.alerts[a.kind] += 1
         return out
+
+    def _decide_at(self, at_ms: int) -> list[Alert]:
+        ctx = self.ctx
+        if ctx.start_ms is None:
+            ctx.start_ms = self.inventory.first_ms
+        horizon = at_ms - self._settle_ms
+        self._fold(horizon)
+        clock = self.clock
+        if clock.due(at_ms):
+            factors = clock.rebase(at_ms)
+            self.inventory.rebase(factors)
+            for det in self.detectors:
+                det.rebase(factors)
+        out: list[Alert] = []
+        for det in self.detectors:
+            out.extend(det.decide(at_ms, horizon, ctx))
+        if at_ms >= self._next_sweep_ms:
+            self._next_sweep_ms = at_ms + SWEEP_MS
+            for det in self.detectors:
+                det.sweep(at_ms, ctx)
+            self.cases.sweep(at_ms, int(self.config.key_ttl_s * 1000))
+        return out
+
+    def _fold(self, horizon_ms: int) -> None:
+        """Fold every buffered event dated before ``horizon_ms``, in canonical order."""
+        buf = self._buffer
+        if self._folded_ms < horizon_ms:
+            self._folded_ms = horizon_ms
+        if not buf:
+            return
+        ready = [x for x in buf if x[0] < horizon_ms]
+        if not ready:
+            return
+        self._buffer = [x for x in buf if x[0] >= horizon_ms] if len(ready) < len(buf) else []
+        ready.sort(key=_by_time)
+        _canonical_ties(ready)
+        keys_at, ctx, make, dets = self.inventory.keys_at, self.ctx, self.cases.case, self.detectors
+        quiet = self.cases.quiet_reading
+        for ts_ms, _, event in ready:
+            if quiet(event):
+                continue  # a reading below its threshold on a device that was not hot: nothing to count
+            keys = keys_at(event.host, ts_ms)
+            if keys is None:
+                self.flags["in_maintenance"] += 1
+                continue
+            case = make(event, ts_ms, keys)
+            if not case.is_crash and case.errors <= 0:
+                continue  # a reading below its threshold: nothing any detector counts
+            for det in dets:
+                det.fold(case, ctx)
+
+    def begin(self, start_ms: int) -> None:
+        """Date the stream's start (warm-up counts from it) when a runner knows it better than the inventory."""
+        if self.ctx.start_ms is None or start_ms < self.ctx.start_ms:
+            self.ctx.start_ms = start_ms
+
+    def advance(self, watermark_ms: int) -> list[Alert]:
+        """Let event time pass to ``watermark_ms`` without events (idle partitions, end of input)."""
+        if self.watermark_ms is None or watermark_ms > self.watermark_ms:
+            self.watermark_ms = watermark_ms
+        if self._next_tick_ms is None:
+            self._next_tick_ms = watermark_ms - watermark_ms % self._step_ms + self._step_ms
+            self.clock.ref_ms = watermark_ms - watermark_ms % self._step_ms
+            return []
+        if self.watermark_ms < self._next_tick_ms:
+            return []
+        return self._tick(self.watermark_ms)
+
+    def flush(self) -> list[Alert]:
+        """End of input: pass enough boundaries for every buffered event to be folded and decided."""
+        if self.watermark_ms is None:
+            return []
+        last = max((x[0] for x in self._buffer), default=self.watermark_ms)
+        return self.advance(max(self.watermark_ms, last + self._settle_ms + self._step_ms))
 
     # ------------------------------------------------------------------ state
     def snapshot(self) -> dict[str, Any]:
@@ -218,15 +314,32 @@ class Engine:
             "config": self.config.fingerprint(),
             "watermark_ms": self.watermark_ms,
             "next_tick_ms": self._next_tick_ms,
+            "folded_ms": self._folded_ms,
+            "next_sweep_ms": self._next_sweep_ms,
+            "clock_ref_ms": self.clock.ref_ms,
+            "start_ms": self.ctx.start_ms,
+            "seq": self._seq,
+            "buffer": [[t, s, encode(e).decode()] for t, s, e in self._buffer],
+            "held": [[t, s, encode(e).decode()] for t, s, e in self._held],
             "inventory": self.inventory.snapshot(),
+            "cases": self._to_builtins(self.cases),
             "detectors": {d.name: {"version": d.state_version, "state": d.snapshot()} for d in self.detectors},
             "events": dict(self.events),
             "invalid": dict(self.invalid),
             "alerts": dict(self.alerts),
+            "flags": dict(self.flags),
         }
+
+    @staticmethod
+    def _to_builtins(obj: Any) -> Any:
+        import msgspec
+
+        return msgspec.to_builtins(obj)
 
     def restore(self, state: dict[str, Any]) -> bool:
         """Load a snapshot; returns False (and keeps a fresh state) if it is of another version or config."""
+        import msgspec
+
         if state.get("version") != ENGINE_STATE_VERSION or state.get("config") != self.config.fingerprint():
             return False
         dets = state["detectors"]
@@ -236,12 +349,27 @@ class Engine:
                 return False
         self.watermark_ms = state["watermark_ms"]
         self._next_tick_ms = state["next_tick_ms"]
+        self._folded_ms = state["folded_ms"]
+        self._next_sweep_ms = state["next_sweep_ms"]
+        self.clock.ref_ms = state["clock_ref_ms"]
+        self.clock.rebase(self.clock.ref_ms)  # clear the factor cache
+        self.ctx.start_ms = state["start_ms"]
+        self._seq = state["seq"]
+        self._buffer = [(int(t), int(s), decode_event(e)) for t, s, e in state["buffer"]]  # type: ignore[misc]
+        self._held = [(int(t), int(s), decode_event(e)) for t, s, e in state["held"]]
+        heapq.heapify(self._held)
+        self._held_first = {}
+        for t, _, ev in self._held:
+            h = ev.host  # type: ignore[union-attr]
+            self._held_first[h] = min(t, self._held_first.get(h, t))
         self.inventory.restore(state["inventory"])
+        self.cases = msgspec.convert(state["cases"], CaseMaker)
         for d in self.detectors:
             d.restore(dets[d.name]["state"])
         self.events = Counter(state["events"])
         self.invalid = Counter(state["invalid"])
         self.alerts = Counter(state["alerts"])
+        self.flags = Counter(state["flags"])
         return True
 
     def counts(self) -> dict[str, dict[str, float]]:

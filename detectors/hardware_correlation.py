@@ -1,54 +1,90 @@
 """hardware_correlation: a crash signature concentrated in hosts with one attribute value.
 
-Keyed by signature (partition key ``signature``), on the machinery of
-``fleetepi.detectors.cohorts``: distinct hosts (a job counts once), every attribute of
-the announcements (never a hard-coded name), the value in force at the
-crash's time, binomial test against the cohort's share of the fleet,
-Benjamini-Hochberg over the signature's attribute values, relative risk with
-its interval, nested cohorts reduced to the most specific one that explains
-the excess, confounded ones reported once with the alias in the notes.
+Keyed by signature, on ``detectors.cohorts``: the signature's units by the
+attribute values of their hosts at the crash's time (never a hard-coded
+attribute name), at scales from an hour to a month, against each value's
+share of the fleet's host-time; Benjamini-Hochberg across every signature and
+attribute at once; nested cohorts reduced to the one that explains the
+excess, confounded ones reported once with the alias in the notes. A new
+association pages; one the signature has always had is a ticket
+(``static_association``), and pages later only if it rises.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
-from fleetepi.detectors.cohorts import Pair, cohort_correlation_from_config
-from fleetepi.detectors.common import CoreDetector, cohort_numbers, cohort_summary
+import msgspec
+
+from fleetepi.contract import Alert, ts_from_ms
+from fleetepi.detectors.base import Context
+from fleetepi.detectors.cases import Case
+from fleetepi.detectors.cohorts import CohortCorrelation, CohortVerdict, cohort_correlation_from_config
 from fleetepi.detectors.config import DetectorConfig
-from fleetepi.detectors.inventory import Inventory
-from fleetepi.detectors.signature_spike import _short
+from fleetepi.detectors.decay import DecayClock
+from fleetepi.detectors.findings import incident_signature, short, span
+from fleetepi.detectors.stats import score_of
 
 
-class HardwareCorrelation(CoreDetector):
-    """Fires once per (signature, attribute, value) episode."""
+def cohort_summary(what: str, v: CohortVerdict, tail: str) -> str:
+    """``<what> on a=v: ~k units vs ~e expected (risk, CI), n hosts, over <scale>: <tail>``."""
+    return (f"{what} on {v.attribute}={v.value}: {v.observed:.3g} cases vs {v.expected:.2g} expected from its share of "
+            f"the fleet (risk x{v.relative_risk or 0:.1f}, 95% CI {v.lower_ci or 0:.1f}-{v.upper_ci or 0:.1f}), "
+            f"{v.hosts} hosts, over ~{span(v.window_s)}: {tail}")
+
+
+def cohort_fields(v: CohortVerdict) -> dict[str, Any]:
+    """The numeric and grading fields of a cohort alert (hardware_correlation and telemetry_cohort)."""
+    return {"score": score_of(v.p_value) if v.p_value is not None else 0.0, "p_value": v.p_value,
+            "observed": round(v.observed, 6), "expected": round(v.expected, 6), "relative_risk": v.relative_risk,
+            "lower_ci": v.lower_ci, "upper_ci": v.upper_ci, "window_s": v.window_s or None,
+            "attribute": v.attribute, "value": v.value, "state": v.state, "severity": v.severity,
+            "finding": v.finding if v.state == "firing" else None, "notes": list(v.notes)}
+
+
+class HardwareCorrelation:
+    """Fires once per (signature, attribute, value) episode; a ticket once for a static association."""
 
     name: ClassVar[str] = "hardware_correlation"
-    state_version: ClassVar[str] = "hardware_correlation/1"
-    event_types: ClassVar[tuple[type, ...]] = (Crash,)
+    state_version: ClassVar[str] = "hardware_correlation/2"
 
-    def __init__(self, config: DetectorConfig) -> None:
+    def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
         self.config = config
-        self.core = cohort_correlation_from_config(config, self._alert)
+        self.core = cohort_correlation_from_config(config, clock)
 
-    def route(self, event: Crash | Telemetry) -> str | None:
-        return event.signature if type(event) is Crash else None
+    def fold(self, case: Case, ctx: Context) -> None:
+        if case.is_crash and case.unit and case.keys:
+            self.core.observe(case.channel, case.host, case.unit, case.ts_ms, case.keys, ctx.clock)
 
-    def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        self.begin(inventory, ts_ms)
-        return self.core.observe(event.signature, event.host, event.job, ts_ms, inventory)  # type: ignore[union-attr]
+    def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
+        if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):
+            self.core.start_ms = ctx.start_ms
+        return [self._alert(v) for v in self.core.decide(now_ms, ctx.inventory, ctx.clock)]
 
-    def _alert(self, key: str, kv: Pair, state: str, ts_ms: int, p: float | None, k: int, d: int, n1: int,
-               n_all: int, rr: float | None, lo: float | None, hi: float | None, notes: list[str]) -> Alert:
-        a, v = kv
-        if state == "firing":
-            summary = cohort_summary("crash lives", a, v, k, d, n1, n_all, rr, lo, hi, _short(key))
+    def _alert(self, v: CohortVerdict) -> Alert:
+        sig = v.key
+        if v.state == "firing":
+            what = "crash lives" if v.severity == "page" else "crash has always been more frequent"
+            summary = cohort_summary(what, v, short(sig))
         else:
-            summary = f"crash no longer concentrated on {a}={v}: {_short(key)}"
-        return Alert(ts=ts_from_ms(ts_ms), kind="hardware_correlation", state=state,  # type: ignore[arg-type]
-                     signature=key, attribute=a, value=v, window_s=self.core.window_s, summary=summary,
-                     notes=notes, **cohort_numbers(p, k, d, n1, n_all, rr, lo, hi))
+            summary = f"crash no longer concentrated on {v.attribute}={v.value}: {short(sig)}"
+        return Alert(ts=ts_from_ms(v.ts_ms), kind="hardware_correlation", signature=sig, summary=summary,
+                     incident=incident_signature(sig), **cohort_fields(v))
+
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        self.core.rebase(factors)
+
+    def sweep(self, now_ms: int, ctx: Context) -> None:
+        self.core.sweep(now_ms, ctx.clock.g(now_ms))
+
+    def snapshot(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self.core)  # type: ignore[no-any-return]
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.core = msgspec.convert(state, CohortCorrelation)
+
+    def counts(self) -> dict[str, float]:
+        return self.core.counts()
 
 
-__all__ = ["HardwareCorrelation"]
+__all__ = ["HardwareCorrelation", "cohort_fields", "cohort_summary"]

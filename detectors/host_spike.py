@@ -1,31 +1,47 @@
-"""host_spike: one host crashes far above its peers (a sick host).
+"""host_spike: one host crashes far above its peers and its own past — and what kind of trouble it is.
 
-Keyed by host (partition key ``host``). The count is the host's crashes in
-the window, any signature; a crash with an *odd shape* (a bit-flip score, a
-non-canonical fault address, a misaligned stack pointer: ``Crash.shape_flags``)
-weighs ``host_odd_weight`` units, because silent CPU or memory corruption
-shows exactly that: many different signatures, odd shapes, on one host. The
-peers are the fleet and the hosts sharing each attribute value (see
-``fleetepi.detectors.peers``), so a fleet-wide or rack-wide wave pages nobody here.
+Keyed by host, on ``detectors.peers``. A host's crash units: a crash counts
+once per (host, signature) an hour, so a crash-looping pod is one unit an
+hour, while a crash with an *odd shape* (a bit-flip score, a non-canonical
+fault address, a misaligned stack pointer) always counts ``host_odd_weight``
+units: silent CPU or memory corruption, the founding case, shows exactly
+that — many signatures, odd shapes, one host. The host's hardware errors
+(hardware Xids, uncorrectable ECC, NVLink, PCIe; not the application Xids
+that job bursts leave) count ``host_hw_weight`` each: failing memory shows as
+SIGBUS crashes *and* Xid 48/94 on the same host, neither alone enough.
 
-Hardware errors of the host (hardware Xids, uncorrectable ECC, NVLink,
-PCIe; not the application Xids 13/31/43/45 that job bursts leave) count
-``host_hw_weight`` units each: failing memory shows as SIGBUS crashes *and*
-Xid 48/94 on the same host, and neither alone may be enough within a day.
-``telemetry_host`` pages on a storm of one code.
+When the count test fires, the evidence of the last day says what it is:
+
+* ``crash_loop`` (ticket): one signature (at most two) makes most of the
+  host's crashes, no odd shapes, no hardware errors — a pod restarting with
+  back-off, which its owners fix, not the host's;
+* ``suspected_bad_silicon`` (page): odd-shaped crashes across signatures;
+* ``hardware_errors`` (page): crashes together with hardware errors;
+* ``sick_host`` (page): otherwise, many signatures far above its peers.
+
+Beside the count test, a host whose crashes with a known CPU (kernel fault
+lines, ``Crash.cpu``) concentrate on one core — ``silicon_min_share`` of at
+least ``silicon_min_crashes`` crashes over at least ``silicon_min_signatures``
+signatures, over days to weeks — is ``suspected_bad_silicon`` with that
+evidence, however low its rate. A chronic host (its rate far above its
+peers' for days) is a ``chronic`` ticket once.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import msgspec
+from msgspec import Struct, field
+
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
-from fleetepi.detectors.common import CoreDetector
+from fleetepi.detectors.base import Context
+from fleetepi.detectors.cases import Case
 from fleetepi.detectors.config import DetectorConfig
-from fleetepi.detectors.inventory import Inventory
-from fleetepi.detectors.peers import peer_spike_from_config
+from fleetepi.detectors.decay import DecayClock
+from fleetepi.detectors.findings import FINDINGS, incident_host, span
+from fleetepi.detectors.peers import HostPeers, PeerVerdict, host_peers_from_config
 from fleetepi.detectors.stats import score_of
-from fleetepi.detectors.windows import Ring
 
 #: Fault classes that no ordinary software bug produces on x86-64.
 ODD_FAULT_CLASSES = frozenset({"non_canonical"})
@@ -37,109 +53,243 @@ def odd_shape(crash: Crash, bitflip_min: float) -> bool:
     The founding case: stack pointers not 16-byte aligned and fault
     addresses one bit from a valid pointer, all from one host whose CPU
     miscomputed. The agent flags them (``misaligned_sp``, ``bit_flip_address``),
-    scores bit flips, and classes non-canonical addresses.
+    scores bit flips, and classes non-canonical addresses. A return to NULL
+    is the libunwind race: software on many hosts, not silicon.
     """
     if crash.shape_flags:
         for f in crash.shape_flags:
-            if f != "return_to_null":  # a return to NULL is the software race, not silicon
+            if f != "return_to_null":
                 return True
     if crash.bitflip_score is not None and crash.bitflip_score >= bitflip_min:
         return True
     return crash.fault_class in ODD_FAULT_CLASSES
 
 
-class HostSpike(CoreDetector):
-    """Fires once per episode when a host's (odd-weighted) crash count stands out against its peers."""
+class Evidence(Struct):
+    """What a host's last day looked like (inflated decayed counts at the day scale)."""
+
+    sigs: dict[str, float] = field(default_factory=dict)
+    crashes: float = 0.0
+    odd: float = 0.0
+    hw: float = 0.0
+    #: (host, signature) -> ms of its last counted unit; (host, channel) -> step of its last hw unit
+    last_unit: dict[str, int] = field(default_factory=dict)
+    #: cpu -> [inflated decayed crashes at the long-run scale, signatures seen on it]
+    cpus: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
+    loop_ticket_until_ms: int = 0
+    silicon_until_ms: int = 0
+    last_ms: int = 0
+
+
+class HostSpikeState(Struct):
+    peers: HostPeers
+    hosts: dict[str, Evidence] = field(default_factory=dict)
+    cpu_touched: set[str] = field(default_factory=set)
+
+
+class HostSpike:
+    """Fires once per episode when a host stands out; says whether it is sick, broken, looping or chronic."""
 
     name: ClassVar[str] = "host_spike"
-    state_version: ClassVar[str] = "host_spike/1"
-    event_types: ClassVar[tuple[type, ...]] = (Crash, Telemetry)
+    state_version: ClassVar[str] = "host_spike/2"
 
-    def __init__(self, config: DetectorConfig) -> None:
-        c = config
-        self.config = c
-        self.core = peer_spike_from_config(c, windows_s=c.host_windows_s, alpha=c.host_alpha,
-                                           resolve_alpha=c.host_resolve_alpha, min_count=c.host_min_crashes,
-                                           min_ratio=c.host_min_ratio, floor_per_h=c.host_floor_per_h,
-                                           min_events=c.host_min_events, make_alert=self._alert)
+    def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
+        c = self.config = config
+        self.state = HostSpikeState(host_peers_from_config(c, clock, alpha=c.host_alpha, min_units=c.host_min_units,
+                                                           min_ratio=c.host_min_ratio))
+        scales = list(clock.scales_s)
+        self._day = scales.index(86400.0) if 86400.0 in scales else len(scales) // 2
+        self._long = scales.index(c.host_longrun_s)
         self._hw_kinds = frozenset(c.hw_error_kinds)
         self._app_xids = frozenset(c.app_xid_codes)
-        self._bucket_ms = int(c.bucket_s * 1000)
-        self._n = self.core.n
-        #: host -> hardware errors in the window (evidence only).
-        self.hw: dict[str, Ring] = {}
-        self._next_hw_sweep_ms = 0
+        self._unit_ms = int(c.unit_span_s * 1000)
+        self._step_ms = c.step_ms
 
-    def route(self, event: Crash | Telemetry) -> str | None:
-        if type(event) is Crash:
-            return event.host
-        kind = event.kind  # type: ignore[union-attr]
-        if kind in self._hw_kinds and not (kind == "xid" and event.code in self._app_xids):  # type: ignore[union-attr,operator]
-            return event.host
-        return None
+    # ------------------------------------------------------------------ folding
+    def fold(self, case: Case, ctx: Context) -> None:
+        ev = case.event
+        if case.is_crash:
+            self._fold_crash(case, ev, ctx)  # type: ignore[arg-type]
+        elif case.errors > 0:
+            tel: Telemetry = ev  # type: ignore[assignment]
+            if tel.kind in self._hw_kinds and not (tel.kind == "xid" and tel.code in self._app_xids):
+                self._fold_hw(case, ctx)
 
-    def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        self.begin(inventory, ts_ms)
-        if type(event) is Crash:
-            w = self.config.host_odd_weight if odd_shape(event, self.config.host_bitflip_min) else 1.0
-            return self.core.observe(event.host, "crash", w, ts_ms, inventory, label=event.signature,
-                                     odd=w if w != 1.0 else 0.0)
-        # A hardware error (Xid 48/79/94, uncorrectable ECC, NVLink, PCIe) is evidence
-        # against the host too: it counts ``host_hw_weight`` units, whatever its count field.
-        ring = self.hw.get(event.host)
-        if ring is None:
-            ring = self.hw[event.host] = Ring(self._n)
-        ring.add(ts_ms // self._bucket_ms, 1.0)
-        return self.core.observe(event.host, "crash", self.config.host_hw_weight, ts_ms, inventory)
+    def _evidence(self, host: str) -> Evidence:
+        e = self.state.hosts.get(host)
+        if e is None:
+            e = self.state.hosts[host] = Evidence()
+        return e
 
-    def _alert(self, host: str, channel: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
-               notes: list[str], evidence: dict[str, Any]) -> Alert:
-        w = float(evidence.get("window_s", self.core.window_s))
-        if state == "firing":
-            ring = self.hw.get(host)
-            hw = ring.total_at(ts_ms // self._bucket_ms) if ring is not None else 0.0
-            n_sigs, odd = int(evidence.get("labels", 0)), evidence.get("odd", 0.0)
-            odd_n = odd / self.config.host_odd_weight if self.config.host_odd_weight else 0.0
-            sick = n_sigs >= 3 and odd_n >= 2
-            if sick:
-                what = "likely silent CPU/memory corruption: drain and test it"
-            elif hw >= 2:
-                what = "crashing with hardware errors (failing memory/GPU?): drain and test it"
-            else:
-                what = "crashing far above its peers"
-            day_h = self.core.windows_s[-1] / 3600.0
-            summary = (f"host {host} {what}: {obs:g} crash/error units in {w / 60:g} min vs {exp:.2g} expected; "
-                       f"last {day_h:g} h: {n_sigs} distinct signatures, {odd_n:g} odd-shaped crashes, "
-                       f"{hw:g} hardware errors")
-            notes = notes + [f"evidence over the last {day_h:g} h: {n_sigs} distinct signatures; {odd_n:g} crashes with odd "
-                             f"shapes (bit flips, non-canonical address, misaligned stack) weighted "
-                             f"x{self.config.host_odd_weight:g}; {hw:g} hardware errors "
-                             f"({', '.join(sorted(self._hw_kinds))})"]
+    def _fold_crash(self, case: Case, crash: Crash, ctx: Context) -> None:
+        c = self.config
+        g = ctx.clock.g(case.ts_ms)
+        gd = g[self._day]
+        e = self._evidence(case.host)
+        e.last_ms = max(e.last_ms, case.ts_ms)
+        sig = crash.signature
+        e.sigs[sig] = e.sigs.get(sig, 0.0) + gd
+        e.crashes += gd
+        odd = odd_shape(crash, c.host_bitflip_min)
+        if odd:
+            e.odd += gd
+            w = c.host_odd_weight
         else:
-            summary = f"host {host} back in line with its peers"
-        return Alert(ts=ts_from_ms(ts_ms), kind="host_spike", state=state,  # type: ignore[arg-type]
-                     host=host, score=score_of(p) if p is not None else 0.0, p_value=p, observed=obs,
-                     expected=round(exp, 6), relative_risk=(obs / exp if exp > 0 else None), window_s=w,
-                     summary=summary, notes=notes)
+            key = "s\x1f" + sig
+            last = e.last_unit.get(key)
+            if last is not None and case.ts_ms - last < self._unit_ms:
+                w = 0.0
+            else:
+                e.last_unit[key] = case.ts_ms
+                w = 1.0
+        if crash.cpu is not None:
+            cnt, sigs = e.cpus.get(str(crash.cpu), (0.0, []))
+            if sig not in sigs and len(sigs) < 16:
+                sigs = [*sigs, sig]
+            e.cpus[str(crash.cpu)] = (cnt + g[self._long], sigs)
+            self.state.cpu_touched.add(case.host)
+        if w:
+            self.state.peers.observe(case.host, "crash", w, case.ts_ms, case.keys, ctx.clock)
 
-    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
-        out = self.core.advance(watermark_ms, inventory)
-        if watermark_ms >= self._next_hw_sweep_ms:  # O(hosts): hourly, not every step
-            self._next_hw_sweep_ms = watermark_ms + 3_600_000
-            cutoff = watermark_ms // self._bucket_ms - self._n
-            for h in [h for h, r in self.hw.items() if r.head <= cutoff]:
-                del self.hw[h]
+    def _fold_hw(self, case: Case, ctx: Context) -> None:
+        e = self._evidence(case.host)
+        e.last_ms = max(e.last_ms, case.ts_ms)
+        step = case.ts_ms // self._step_ms
+        key = "h\x1f" + case.channel
+        if e.last_unit.get(key) == step:
+            return  # one hardware error unit per channel and step: a flood is one report
+        e.last_unit[key] = step
+        e.hw += ctx.clock.g(case.ts_ms)[self._day]
+        self.state.peers.observe(case.host, "crash", self.config.host_hw_weight, case.ts_ms, case.keys, ctx.clock)
+
+    # ------------------------------------------------------------------ decisions
+    def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
+        peers = self.state.peers
+        if peers.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < peers.start_ms):
+            peers.start_ms = ctx.start_ms
+        out = []
+        for v in peers.decide(now_ms, ctx.inventory, ctx.clock):
+            a = self._verdict(v, now_ms, ctx)
+            if a is not None:
+                out.append(a)
+        if self.state.cpu_touched:
+            touched, self.state.cpu_touched = self.state.cpu_touched, set()
+            for host in sorted(touched):
+                a = self._silicon(host, now_ms, ctx)
+                if a is not None:
+                    out.append(a)
         return out
 
+    def _day_evidence(self, host: str, g: tuple[float, ...]) -> tuple[float, int, float, float, float]:
+        """(crashes, distinct signatures, top signature's share, odd crashes, hardware errors) over ~a day."""
+        e = self.state.hosts.get(host)
+        if e is None:
+            return 0.0, 0, 0.0, 0.0, 0.0
+        gd = g[self._day]
+        crashes = e.crashes / gd
+        vals = [x / gd for x in e.sigs.values()]
+        n_sigs = sum(1 for x in vals if x >= 0.5)
+        top = max(vals) / crashes if vals and crashes > 0 else 0.0
+        return crashes, n_sigs, top, e.odd / gd, e.hw / gd
+
+    def _verdict(self, v: PeerVerdict, now_ms: int, ctx: Context) -> Alert | None:
+        c = self.config
+        g = ctx.clock.g(now_ms)
+        host = v.host
+        crashes, n_sigs, top, odd, hw = self._day_evidence(host, g)
+        evidence = (f"evidence over ~a day: {crashes:.3g} crashes of {n_sigs} signatures (top one {top:.0%}), "
+                    f"{odd:.3g} with odd shapes (bit flips, non-canonical address, misaligned stack), "
+                    f"{hw:.3g} hardware errors ({', '.join(sorted(self._hw_kinds))})")
+        if v.state == "resolved":
+            return self._alert(v, "resolved", None, f"host {host} back in line with its peers", [*v.notes])
+        if v.state == "chronic":
+            summary = (f"host {host} has crashed far above its peers for days ({v.observed:.3g} units over "
+                       f"~{span(v.window_s)} vs {v.expected:.2g} expected from {v.basis}): a standing condition")
+            return self._alert(v, "chronic", v.p_value, summary, [*v.notes, evidence])
+        if odd >= 2 and n_sigs >= 2:
+            finding, what = "suspected_bad_silicon", "likely silent CPU/memory corruption: drain and test it"
+        elif hw >= 2:
+            finding, what = "hardware_errors", "crashing with hardware errors (failing memory/GPU?): drain and test it"
+        elif top >= c.loop_min_share and n_sigs <= c.loop_max_signatures and odd < 1 and hw < 1:
+            e = self._evidence(host)
+            if now_ms < e.loop_ticket_until_ms:
+                return None
+            e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
+            finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
+        else:
+            finding, what = "sick_host", "crashing far above its peers"
+        summary = (f"host {host} {what}: {v.observed:.3g} crash/error units over ~{span(v.window_s)} vs "
+                   f"{v.expected:.2g} expected from {v.basis}; last day: {n_sigs} signatures, {odd:.3g} odd-shaped "
+                   f"crashes, {hw:.3g} hardware errors")
+        return self._alert(v, finding, v.p_value, summary, [*v.notes, evidence])
+
+    def _silicon(self, host: str, now_ms: int, ctx: Context) -> Alert | None:
+        """Crashes that concentrate on one CPU core across signatures: a core that miscomputes."""
+        c = self.config
+        e = self.state.hosts.get(host)
+        if e is None or not e.cpus or now_ms < e.silicon_until_ms:
+            return None
+        gl = ctx.clock.g(now_ms)[self._long]
+        counts = {cpu: cnt / gl for cpu, (cnt, _) in e.cpus.items()}
+        total = sum(counts.values())
+        cpu, top = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+        sigs = e.cpus[cpu][1]
+        if total < c.silicon_min_crashes or top / total < c.silicon_min_share or len(sigs) < c.silicon_min_signatures:
+            return None
+        e.silicon_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
+        span_s = ctx.clock.scales_s[self._long]
+        v = PeerVerdict(host, "crash", "firing", now_ms, top, total / max(len(counts), 1), span_s, "its other cores")
+        summary = (f"host {host} likely has a bad CPU core: {top:.3g} of {total:.3g} crashes with a known CPU ran on "
+                   f"CPU {cpu}, across {len(sigs)} signatures: drain it and run a CPU test")
+        notes = [f"bad silicon by CPU core: >= {c.silicon_min_share:.0%} of >= {c.silicon_min_crashes} crashes on one "
+                 f"core across >= {c.silicon_min_signatures} signatures (decayed over ~{span(span_s)})",
+                 f"signatures on CPU {cpu}: " + "; ".join(sigs[:5])]
+        return self._alert(v, "suspected_bad_silicon", None, summary, notes)
+
+    def _alert(self, v: PeerVerdict, finding: str, p: float | None, summary: str, notes: list[str]) -> Alert:
+        severity = FINDINGS[finding][0] if finding in FINDINGS else "page"
+        return Alert(ts=ts_from_ms(v.ts_ms), kind="host_spike", state="resolved" if finding == "resolved" else "firing",
+                     host=v.host, score=score_of(p) if p is not None else 0.0, p_value=p,
+                     observed=round(v.observed, 6), expected=round(v.expected, 6),
+                     relative_risk=(v.observed / v.expected if v.expected > 0 else None), window_s=v.window_s,
+                     summary=summary, notes=notes, severity=severity,  # type: ignore[arg-type]
+                     finding=None if finding == "resolved" else finding, incident=incident_host(v.host))
+
+    # ------------------------------------------------------------------ time and state
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        self.state.peers.rebase(factors)
+        fd, fl = factors[self._day], factors[self._long]
+        for e in self.state.hosts.values():
+            e.sigs = {s: x * fd for s, x in e.sigs.items()}
+            e.crashes *= fd
+            e.odd *= fd
+            e.hw *= fd
+            e.cpus = {cpu: (cnt * fl, sigs) for cpu, (cnt, sigs) in e.cpus.items()}
+
+    def sweep(self, now_ms: int, ctx: Context) -> None:
+        self.state.peers.sweep(now_ms)
+        g = ctx.clock.g(now_ms)
+        gd = g[self._day]
+        cutoff = now_ms - int(self.config.key_ttl_s * 1000)
+        unit_cut = now_ms - max(self._unit_ms, self._step_ms)
+        hosts = self.state.hosts
+        for h in [h for h, e in hosts.items() if e.last_ms < cutoff]:
+            del hosts[h]
+        for e in hosts.values():
+            if len(e.sigs) > 8:
+                e.sigs = {s: x for s, x in e.sigs.items() if x / gd >= 0.01}
+            if e.last_unit:
+                e.last_unit = {k: t for k, t in e.last_unit.items()
+                               if (t if k[0] == "s" else t * self._step_ms) > unit_cut}
+
     def snapshot(self) -> dict[str, Any]:
-        return {"core": self.core.dump(), "hw": {h: r.dump() for h, r in self.hw.items()}}
+        return msgspec.to_builtins(self.state)  # type: ignore[no-any-return]
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.core.load(state["core"])
-        self.hw = {str(h): Ring.load(r) for h, r in state["hw"].items()}
+        self.state = msgspec.convert(state, HostSpikeState)
 
     def counts(self) -> dict[str, float]:
-        return self.core.counts()
+        return self.state.peers.counts()
 
 
 __all__ = ["HostSpike", "odd_shape"]

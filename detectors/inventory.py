@@ -1,49 +1,110 @@
-"""Host inventory in event time: who has which attribute value, and when.
+"""Host inventory in event time: who has which attribute value, when, and for how long.
 
 Cohorts are built from host announcements. A host may be re-announced with
 changed attributes (a BIOS upgrade, a driver roll-out); the announcement in
 force at an event's time is the one that counts for that event, so each host
-keeps a short, time-sorted history. The fleet-wide cohort sizes (hosts per
-``attribute=value``) are kept incrementally for the *latest* announcements,
-which is what a cohort's share of the fleet is tested against.
+keeps a short, time-sorted history.
+
+Every announced host is a peer and a denominator, whether it ever sends an
+event or not: a fleet where only failing hosts report (most real ones) must
+still compare a host with the thousands that stayed quiet. So the inventory
+keeps *exposure*: decayed host-time per attribute value, per attribute and
+for the fleet, at the engine's time scales (``detectors.decay``), integrated
+exactly as hosts come, change and go into maintenance. A cohort's share of
+the fleet over a week is then its share of the week's host-time, right
+through a roll-out.
+
+Hosts in maintenance (a non-empty ``maintenance`` attribute, issue 13) are
+out of every group: no exposure, and the detectors do not count their
+events.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass, field
+
+from msgspec import Struct
+
+from fleetepi.detectors.decay import DecayClock
+from fleetepi.detectors.windows import HOUR_MS
 
 #: Attributes in force for a host no one announced.
 EMPTY: dict[str, str] = {}
+#: The attribute that puts a host in maintenance while it is non-empty.
+MAINTENANCE = "maintenance"
+#: Group key of the whole fleet in the exposure tables.
+FLEET = ("", "")
+
+Pair = tuple[str, str]
 
 
-@dataclass
-class _History:
-    times: list[int] = field(default_factory=list)
-    attrs: list[dict[str, str]] = field(default_factory=list)
+class _History(Struct):
+    times: list[int]
+    attrs: list[dict[str, str]]
+    #: pair keys (``pair_key``) of each announcement, maintenance excluded: built once, used per event
+    keys: list[tuple[str, ...] | None]
+
+
+SEP = "\x1f"
+
+
+def pair_key(attribute: str, value: str) -> str:
+    """One string for ``attribute=value`` (state keys are strings, so snapshots are JSON)."""
+    return attribute + SEP + value
+
+
+def split_key(key: str) -> Pair:
+    a, _, v = key.partition(SEP)
+    return a, v
+
+
+def _keys_of(attrs: dict[str, str]) -> tuple[str, ...] | None:
+    if in_maintenance(attrs):
+        return None
+    return tuple(pair_key(a, v) for a, v in sorted(attrs.items()) if a != MAINTENANCE)
+
+
+class _Exposure(Struct):
+    """Host-time of one group: ``stored`` is inflated host-hours per scale, ``n`` hosts since ``t_ms``."""
+
+    stored: list[float]
+    n: int = 0
+    t_ms: int = 0
+
+
+def in_maintenance(attrs: dict[str, str]) -> bool:
+    return bool(attrs.get(MAINTENANCE))
 
 
 class Inventory:
-    """Attribute history per host plus live cohort sizes.
+    """Attribute history per host, live cohort sizes and decayed exposure per cohort.
 
-    :param max_history: announcements kept per host (older ones fold into the
-        oldest kept; bounded memory for hosts that flap).
+    :param max_history: announcements kept per host (older ones fold into the oldest kept).
+    :param clock: the engine's decay clock; without one, no exposure is kept.
     """
 
-    def __init__(self, max_history: int = 8) -> None:
+    def __init__(self, max_history: int = 8, clock: DecayClock | None = None) -> None:
         self.max_history = max_history
+        self.clock = clock
         self._hosts: dict[str, _History] = {}
-        #: (attribute, value) -> number of hosts whose latest announcement has it.
-        self.cohort_sizes: Counter[tuple[str, str]] = Counter()
-        #: attribute -> number of hosts that announce it at all.
+        #: (attribute, value) -> hosts whose latest announcement has it (maintenance excluded).
+        self.cohort_sizes: Counter[Pair] = Counter()
+        #: pair_key -> the same sizes, by string key (what the detectors' state uses).
+        self.sizes: Counter[str] = Counter()
+        #: attribute -> hosts that announce it at all (maintenance excluded).
         self.attribute_hosts: Counter[str] = Counter()
+        #: hosts counted in the groups (announced, not in maintenance).
+        self.active_hosts = 0
         #: Bumped whenever a latest announcement changes: caches of cohort membership key on it.
         self.version = 0
-        #: Time of the earliest announcement: where the stream starts for every worker
-        #: (all of them read the whole hosts topic), so detectors' warm-ups agree.
+        #: Time of the earliest announcement: where the stream starts for every detector.
         self.first_ms: int | None = None
-        self._members: tuple[int, dict[tuple[str, str], frozenset[str]], dict[str, frozenset[str]]] | None = None
+        #: First time each host was seen (announced or sending): its own exposure starts there.
+        self.since: dict[str, int] = {}
+        self._exposure: dict[Pair, _Exposure] = {}
+        self._exp_cache: tuple[int, int, dict[Pair, list[float]], int] = (-1, -1, {}, 0)
+        self._members: tuple[int, dict[Pair, frozenset[str]], dict[str, frozenset[str]]] | None = None
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -55,55 +116,165 @@ class Inventory:
     def hosts(self) -> list[str]:
         return list(self._hosts)
 
+    # ------------------------------------------------------------------ announcements
     def announce(self, host: str, ts_ms: int, attributes: dict[str, str]) -> bool:
-        """Record an announcement; returns True if the latest attributes changed."""
+        """Record an announcement; returns True if the host's latest attributes changed."""
         if self.first_ms is None or ts_ms < self.first_ms:
             self.first_ms = ts_ms
+        if host not in self.since or ts_ms < self.since[host]:
+            self.since[host] = ts_ms
         hist = self._hosts.get(host)
         if hist is None:
-            hist = self._hosts[host] = _History()
+            hist = self._hosts[host] = _History([], [], [])
         latest = hist.attrs[-1] if hist.attrs else None
         i = bisect_right(hist.times, ts_ms)
         if latest is not None and i == len(hist.times) and latest == attributes:
             return False
         hist.times.insert(i, ts_ms)
         hist.attrs.insert(i, dict(attributes))
+        hist.keys.insert(i, _keys_of(attributes))
         if len(hist.times) > self.max_history:
-            del hist.times[0], hist.attrs[0]
+            del hist.times[0], hist.attrs[0], hist.keys[0]
         new_latest = hist.attrs[-1]
         if new_latest is latest:
             return False
-        if latest is not None:
-            for kv in latest.items():
-                self.cohort_sizes[kv] -= 1
-            for k in latest:
-                self.attribute_hosts[k] -= 1
-        for kv in new_latest.items():
-            self.cohort_sizes[kv] += 1
-        for k in new_latest:
-            self.attribute_hosts[k] += 1
+        self._regroup(latest, new_latest, ts_ms)
         self.version += 1
         return True
 
-    def members(self) -> tuple[dict[tuple[str, str], frozenset[str]], dict[str, frozenset[str]]]:
-        """Hosts per ``(attribute, value)`` and per attribute (latest announcements).
+    def _regroup(self, old: dict[str, str] | None, new: dict[str, str], ts_ms: int) -> None:
+        """Move one host from the groups of ``old`` to those of ``new`` (exposure integrated up to now)."""
+        old_groups = self._groups(old) if old is not None and not in_maintenance(old) else ()
+        new_groups = self._groups(new) if not in_maintenance(new) else ()
+        if old_groups == new_groups:
+            return
+        for g in old_groups:
+            self._count(g, -1, ts_ms)
+        for g in new_groups:
+            self._count(g, +1, ts_ms)
 
-        O(hosts x attributes) to build, cached until the next change: the
-        correlation detectors need it only when a cohort is about to be
-        reported, to tell nested and confounded cohorts apart.
+    @staticmethod
+    def _groups(attrs: dict[str, str]) -> tuple[Pair, ...]:
+        """Exposure groups of a host: the fleet, each attribute (as ``(a, "")``) and each value."""
+        out: list[Pair] = [FLEET]
+        for kv in attrs.items():
+            if kv[0] == MAINTENANCE:
+                continue
+            out.append((kv[0], ""))
+            out.append(kv)
+        return tuple(out)
+
+    def _count(self, group: Pair, delta: int, ts_ms: int) -> None:
+        a, v = group
+        if group == FLEET:
+            self.active_hosts += delta
+        elif v == "":
+            self.attribute_hosts[a] += delta
+            if not self.attribute_hosts[a]:
+                del self.attribute_hosts[a]
+        else:
+            self.cohort_sizes[group] += delta
+            self.sizes[pair_key(a, v)] += delta
+            if not self.cohort_sizes[group]:
+                del self.cohort_sizes[group]
+                del self.sizes[pair_key(a, v)]
+        clock = self.clock
+        if clock is None:
+            return
+        ex = self._exposure.get(group)
+        if ex is None:
+            ex = self._exposure[group] = _Exposure([0.0] * len(clock.scales_s), 0, ts_ms)
+        self._integrate(ex, ts_ms)
+        ex.n += delta
+
+    def _integrate(self, ex: _Exposure, ts_ms: int) -> None:
+        """Add ``n`` hosts' host-time from ``ex.t_ms`` to ``ts_ms`` (inflated, hours)."""
+        clock = self.clock
+        if clock is None or ts_ms <= ex.t_ms:
+            return
+        if ex.n:
+            g1, g0 = clock.g(ts_ms), clock.g(ex.t_ms)
+            for i, tau_ms in enumerate(clock.taus_ms):
+                ex.stored[i] += ex.n * tau_ms / HOUR_MS * (g1[i] - g0[i])
+        ex.t_ms = ts_ms
+
+    def exposure(self, group: Pair, ts_ms: int) -> list[float]:
+        """Decayed host-hours of ``group`` at ``ts_ms``, per scale of the clock (zeros if unknown).
+
+        Cached for one (time, inventory version): the detectors ask the same
+        groups for many hosts and pairs at one step boundary.
+        """
+        clock = self.clock
+        if clock is None:
+            return []
+        cache = self._exp_cache
+        if cache[0] != ts_ms or cache[1] != self.version or cache[3] != clock.ref_ms:
+            cache = self._exp_cache = (ts_ms, self.version, {}, clock.ref_ms)
+        hit = cache[2].get(group)
+        if hit is not None:
+            return hit
+        ex = self._exposure.get(group)
+        if ex is None:
+            out = [0.0] * len(clock.scales_s)
+        else:
+            g1 = clock.g(ts_ms)
+            g0 = clock.g(ex.t_ms) if ex.n and ts_ms > ex.t_ms else None
+            out = []
+            for i, tau_ms in enumerate(clock.taus_ms):
+                val = ex.stored[i]
+                if g0 is not None:
+                    val += ex.n * tau_ms / HOUR_MS * (g1[i] - g0[i])
+                out.append(val / g1[i])
+            clock.g(ts_ms)  # leave the clock's cache on the time being decided
+        cache[2][group] = out
+        return out
+
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        self._exp_cache = (-1, -1, {}, 0)
+        for ex in self._exposure.values():
+            for i in range(len(ex.stored)):
+                ex.stored[i] *= factors[i]
+
+    def seen(self, host: str, ts_ms: int) -> bool:
+        """A host sent an event: remember when it was first seen. False if it was never announced.
+
+        A host that sends events without an announcement still counts in the
+        fleet from then on (with no attributes), so that the denominators
+        hold every host the detectors hear from.
+        """
+        if host in self._hosts:
+            return True
+        self._hosts[host] = _History([ts_ms], [{}], [()])
+        self.since[host] = ts_ms
+        if self.first_ms is None:
+            self.first_ms = ts_ms
+        self._regroup(None, {}, ts_ms)
+        self.version += 1
+        return False
+
+    # ------------------------------------------------------------------ queries
+    def members(self) -> tuple[dict[Pair, frozenset[str]], dict[str, frozenset[str]]]:
+        """Hosts per ``(attribute, value)`` and per attribute (latest announcements, maintenance excluded).
+
+        O(hosts x attributes) to build, cached until the next change: needed
+        only when a cohort is about to be reported (nested and confounded
+        cohorts) and by daily sweeps.
         """
         if self._members is not None and self._members[0] == self.version:
             return self._members[1], self._members[2]
-        by_pair: dict[tuple[str, str], set[str]] = {}
+        by_pair: dict[Pair, set[str]] = {}
         by_attr: dict[str, set[str]] = {}
         for host, hist in self._hosts.items():
-            for kv in hist.attrs[-1].items():
+            attrs = hist.attrs[-1]
+            if in_maintenance(attrs):
+                continue
+            for kv in attrs.items():
                 by_pair.setdefault(kv, set()).add(host)
                 by_attr.setdefault(kv[0], set()).add(host)
         pairs = {k: frozenset(v) for k, v in by_pair.items()}
-        attrs = {k: frozenset(v) for k, v in by_attr.items()}
-        self._members = (self.version, pairs, attrs)
-        return pairs, attrs
+        attrs_ = {k: frozenset(v) for k, v in by_attr.items()}
+        self._members = (self.version, pairs, attrs_)
+        return pairs, attrs_
 
     def attributes_at(self, host: str, ts_ms: int) -> dict[str, str]:
         """Attributes in force for ``host`` at ``ts_ms`` (the earliest known if none yet)."""
@@ -115,18 +286,92 @@ class Inventory:
         i = bisect_right(hist.times, ts_ms)
         return hist.attrs[max(i - 1, 0)]
 
+    def keys_at(self, host: str, ts_ms: int) -> tuple[str, ...] | None:
+        """``pair_key``s in force for ``host`` at ``ts_ms``: None in maintenance, empty if unknown."""
+        hist = self._hosts.get(host)
+        if hist is None:
+            return ()
+        if ts_ms >= hist.times[-1]:
+            return hist.keys[-1]
+        i = bisect_right(hist.times, ts_ms)
+        return hist.keys[max(i - 1, 0)]
+
+    def latest_keys(self, host: str) -> tuple[str, ...]:
+        hist = self._hosts.get(host)
+        return (hist.keys[-1] or ()) if hist is not None else ()
+
+    def in_maintenance_at(self, host: str, ts_ms: int) -> bool:
+        return in_maintenance(self.attributes_at(host, ts_ms))
+
     def latest(self, host: str) -> dict[str, str]:
         hist = self._hosts.get(host)
         return hist.attrs[-1] if hist is not None else EMPTY
 
+    def nesting(self) -> dict[str, str]:
+        """attribute -> the attribute that contains it (rack -> datacenter), from the data.
+
+        An attribute A is nested in B when every value of A determines one
+        value of B and B has fewer values. Used to escalate and to explain
+        cohorts; never hard-coded names.
+        """
+        pairs, attrs = self.members()
+        value_of: dict[str, dict[str, set[str]]] = {}
+        for host, hist in self._hosts.items():
+            latest = hist.attrs[-1]
+            for a, v in latest.items():
+                value_of.setdefault(a, {}).setdefault(v, set())
+        out: dict[str, str] = {}
+        n_values = {a: len(vs) for a, vs in value_of.items()}
+        for a in attrs:
+            best: tuple[int, str] | None = None
+            for b in attrs:
+                if b == a or n_values.get(b, 0) >= n_values.get(a, 0) or n_values.get(b, 0) < 2:
+                    continue
+                ok = True
+                for v in value_of[a]:
+                    hosts = pairs.get((a, v), frozenset())
+                    vals = {self.latest(h).get(b) for h in hosts}
+                    if len(vals) != 1 or None in vals:
+                        ok = False
+                        break
+                if ok and (best is None or n_values[b] > best[0]):
+                    best = (n_values[b], b)
+            if best is not None:
+                out[a] = best[1]
+        return out
+
+    # ------------------------------------------------------------------ state
     def snapshot(self) -> dict:
-        return {h: [list(zip(v.times, v.attrs))] for h, v in self._hosts.items()}
+        return {"hosts": {h: [list(zip(v.times, v.attrs))] for h, v in self._hosts.items()},
+                "since": dict(self.since),
+                "exposure": {f"{a}\x1f{v}": [ex.stored, ex.n, ex.t_ms] for (a, v), ex in self._exposure.items()},
+                "first_ms": self.first_ms}
 
     def restore(self, state: dict) -> None:
-        self.__init__(self.max_history)  # type: ignore[misc]
-        for host, (pairs,) in state.items():
+        clock = self.clock
+        self.__init__(self.max_history, clock)  # type: ignore[misc]
+        for host, (pairs,) in state["hosts"].items():
+            hist = self._hosts[host] = _History([], [], [])
             for ts_ms, attrs in pairs:
-                self.announce(host, int(ts_ms), attrs)
+                hist.times.append(int(ts_ms))
+                hist.attrs.append(dict(attrs))
+                hist.keys.append(_keys_of(hist.attrs[-1]))
+            latest = hist.attrs[-1]
+            if not in_maintenance(latest):
+                for a, v in self._groups(latest):
+                    if (a, v) == FLEET:
+                        self.active_hosts += 1
+                    elif v == "":
+                        self.attribute_hosts[a] += 1
+                    else:
+                        self.cohort_sizes[(a, v)] += 1
+                        self.sizes[pair_key(a, v)] += 1
+        self.since = {str(h): int(t) for h, t in state["since"].items()}
+        for key, (stored, n, t_ms) in state["exposure"].items():
+            a, v = key.split("\x1f", 1)
+            self._exposure[(a, v)] = _Exposure([float(x) for x in stored], int(n), int(t_ms))
+        self.first_ms = state["first_ms"]
+        self.version += 1
 
 
 def stream_start(inventory: Inventory, ts_ms: int) -> int:
@@ -135,4 +380,5 @@ def stream_start(inventory: Inventory, ts_ms: int) -> int:
     return ts_ms if first is None or first > ts_ms else first
 
 
-__all__ = ["EMPTY", "Inventory", "stream_start"]
+__all__ = ["EMPTY", "FLEET", "MAINTENANCE", "SEP", "Inventory", "Pair", "in_maintenance", "pair_key", "split_key",
+           "stream_start"]

@@ -1,355 +1,381 @@
-"""Host against peers: one host's windowed count compared with its peers' mean.
+"""A host against its peers and its own past: the engine of host_spike and telemetry_host.
 
-The engine of ``host_spike`` (channel ``crash``) and ``telemetry_host`` (one
-channel per telemetry kind and code). Peers are every host this instance
-sees, and, when a host crosses the fleet threshold, the hosts sharing each of
-its attribute values (its rack, its BIOS, its GPU model): the host must stand
-out against the *busiest* of these peer groups. A fleet-wide wave raises the
-fleet mean, a rack-wide one raises the rack's mean, so neither pages per
-host; one sick host does.
+Per channel (``crash`` for host_spike; ``kind:code`` for telemetry_host) and
+host, decayed counts at the engine's scales (``detectors.decay``): an hour,
+six hours and a day for the acute test, a month for the host's own long-run
+rate and the chronic test. Per channel and attribute value (and for the
+fleet), the same counts summed over the hosts that had the value at the
+case's time, kept incrementally, and host-time from the inventory: a peer
+group's rate is a division, never a scan over hosts, so the cost of an
+event does not grow with the fleet. Every announced host is a peer, whether
+it sent anything or not.
 
-Fleet aggregates come from the events this instance sees: under the stream
-workers, a partition of hundreds of hosts stands for the fleet (the one
-place where a decision about a key uses other keys; see docs/detectors.md).
+Acute (a page): the host's count at some scale against the largest of the
+fleet's rate, each of its peer groups' rates (rack, GPU model, BIOS, ... with
+at least ``min_peers`` hosts; the host itself left out) and its own rate over
+the history before that scale. A fleet-wide wave raises the first, a
+rack-wide one the second, a host that always runs crashier jobs the third:
+none pages per host; one host that changed does.
 
-Hot path: two ring additions and one comparison with a per-channel threshold
-computed once per bucket. The peer-group scan and scipy run only when a host
-crosses that threshold, at most once per bucket per host.
+Chronic (a ticket): once a day, a host whose own long-run rate stands far
+above its peers' over days is reported once (a steady corrected-ECC rate, a
+GPU that keeps re-reporting one Xid), and leaves the peer sums so that it
+does not hide its neighbours. Its own rate is then its baseline: it pages
+only if it gets worse.
+
+Counts are weighed honestly: one report of 500 ECC errors is one report
+(``kish_n``: the effective number of independent reports is
+``(sum w)^2 / sum w^2``), and a crash with an odd shape weighs more than a
+plain one (``host_spike`` sets the weights).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import Any
+from typing import Literal
 
-from fleetepi.detectors.inventory import Inventory
-from fleetepi.detectors.lifecycle import Lifecycle
-from fleetepi.detectors.stats import nb_sf, nb_threshold
-from fleetepi.detectors.windows import HOUR_MS, Ring
+from msgspec import Struct, field
 
-#: (host, channel, state, ts_ms, p, observed, expected, notes, evidence) -> Alert
-MakePeerAlert = Callable[[str, str, str, int, float | None, float, float, list[str], dict[str, Any]], Any]
+from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n
+from fleetepi.detectors.inventory import Inventory, split_key
+from fleetepi.detectors.stats import nb_sf_real, poisson_sf_real
+
+DAY_MS = 86_400_000
 
 
-class _HostKey:
-    __slots__ = ("rings", "events", "odd", "labels", "firing", "fired_ms", "quiet_until_ms", "checked_b",
-                 "last_ms", "total", "base")
-
-    def __init__(self, sizes: tuple[int, ...]) -> None:
-        #: one sliding window per configured width, shortest first
-        self.rings = [Ring(n) for n in sizes]
-        #: events (not units) and odd-shape units over the longest window
-        self.events = Ring(sizes[-1])
-        self.odd = Ring(sizes[-1])
-        #: distinct labels (signatures) -> bucket last seen, within the longest window.
-        self.labels: dict[str, int] = {}
-        self.firing = False
-        self.fired_ms = 0
-        self.quiet_until_ms = 0
-        self.checked_b = -1
-        self.last_ms = 0
-        self.total = 0.0
-        #: units seen so far: the host's own long-run rate (an outbreak already paged
-        #: once may raise it: that is how a chronic host stops paging)
-        self.base = 0.0
-
-    def dump(self) -> list[Any]:
-        return [[r.dump() for r in self.rings], self.events.dump(), self.odd.dump(), dict(self.labels), self.firing,
-                self.fired_ms, self.quiet_until_ms, self.checked_b, self.last_ms, self.total, self.base]
-
-    @classmethod
-    def load(cls, d: list[Any]) -> _HostKey:
-        k = cls.__new__(cls)
-        k.rings = [Ring.load(r) for r in d[0]]
-        k.events, k.odd = Ring.load(d[1]), Ring.load(d[2])
-        k.labels = {str(s): int(v) for s, v in d[3].items()}
-        k.firing, k.fired_ms, k.quiet_until_ms = bool(d[4]), int(d[5]), int(d[6])
-        k.checked_b, k.last_ms, k.total, k.base = int(d[7]), int(d[8]), float(d[9]), float(d[10])
-        return k
+class HostCounts(Struct):
+    #: inflated decayed units and squared units per clock scale
+    c: list[float]
+    d: list[float]
+    #: the counts already reported (at the last resolution): news is what came after
+    reported: list[float] = field(default_factory=list)
+    reported_d: list[float] = field(default_factory=list)
+    last_ms: int = 0
+    firing: bool = False
+    fired_ms: int = 0
+    fired_scale: int = 0
+    quiet_until_ms: int = 0
+    #: chronic: reported as a ticket, out of the peer sums, its own rate is its baseline
+    chronic: bool = False
+    ticket_until_ms: int = 0
+    total: float = 0.0
 
 
-class _Channel:
-    __slots__ = ("rings", "hosts", "firing", "b", "mu", "k_fire", "k_res")
-
-    def __init__(self, sizes: tuple[int, ...]) -> None:
-        self.rings = [Ring(n) for n in sizes]
-        self.hosts: dict[str, _HostKey] = {}
-        #: hosts of this channel now firing (advance visits only these).
-        self.firing: set[str] = set()
-        self.b = -1
-        self.mu = [0.0] * len(sizes)
-        self.k_fire = [1 << 30] * len(sizes)
-        self.k_res = [0] * len(sizes)
-
-    def dump(self) -> list[Any]:
-        return [[r.dump() for r in self.rings], {h: k.dump() for h, k in self.hosts.items()}, self.b, list(self.mu),
-                list(self.k_fire), list(self.k_res)]
-
-    @classmethod
-    def load(cls, d: list[Any]) -> _Channel:
-        c = cls.__new__(cls)
-        c.rings = [Ring.load(r) for r in d[0]]
-        c.hosts = {str(h): _HostKey.load(v) for h, v in d[1].items()}
-        c.firing = {h for h, k in c.hosts.items() if k.firing}
-        c.b, c.mu = int(d[2]), [float(x) for x in d[3]]
-        c.k_fire, c.k_res = [int(x) for x in d[4]], [int(x) for x in d[5]]
-        return c
+class Channel(Struct):
+    hosts: dict[str, HostCounts] = field(default_factory=dict)
+    firing: set[str] = field(default_factory=set)
+    #: pair_key (or "" for the fleet) -> inflated decayed units of the hosts in it, per scale
+    groups: dict[str, list[float]] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
 
 
-class PeerSpike(Lifecycle):
-    """Per (host, channel) windowed counts against the peers' mean and the host's own past.
+class PeerVerdict(Struct, frozen=True):
+    """A decision about one host on one channel, for the owning detector to word."""
 
-    The expected count of a host is the largest of: the fleet's mean per
-    host, the mean of each attribute peer group it belongs to, and its own
-    long-run rate (shrunk toward the fleet's), so a host that always runs
-    crashier jobs is not a new finding every day.
+    host: str
+    channel: str
+    state: Literal["firing", "resolved", "chronic"]
+    ts_ms: int
+    observed: float
+    expected: float
+    window_s: float
+    basis: str
+    p_value: float | None = None
+    notes: tuple[str, ...] = ()
 
-    :param windows_s: sliding windows side by side (fire on any, resolve on all).
-    :param floor_per_h: the expected rate never drops below this (units per
-        host per hour), so a quiet fleet does not page on 3 crashes.
-    :param min_events: events (not units) the host needs in the longest window.
-    :param own_prior_h: hours of the fleet's rate mixed into the host's own rate.
+
+class HostPeers(Struct):
+    """Per (channel, host) decayed counts against peer groups, the fleet and the host's own past.
+
+    :param acute: indices of the clock's scales used by the acute test (shortest first).
+    :param longrun: index of the scale of the host's own long-run rate and of the chronic test.
     """
 
-    def __init__(self, *, bucket_s: float, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float,
-                 min_count: float, min_ratio: float, floor_per_h: float, min_peers: int, min_events: int,
-                 own_prior_h: float, nb_size: float, warmup_s: float, cooldown_s: float, key_ttl_s: float,
-                 max_keys: int, make_alert: MakePeerAlert) -> None:
-        super().__init__(warmup_s=warmup_s, cooldown_s=cooldown_s, key_ttl_s=key_ttl_s, max_keys=max_keys)
-        self.set_windows(bucket_s, windows_s)
-        self.alpha, self.resolve_alpha = alpha, resolve_alpha
-        self.min_count, self.min_ratio = min_count, min_ratio
-        self.floors = tuple(floor_per_h * w / 3600.0 for w in self.windows_s)
-        self.min_peers, self.min_events, self.own_prior_h = min_peers, min_events, own_prior_h
-        self.nb_size = nb_size
-        self.make_alert = make_alert
-        self.channels: dict[str, _Channel] = {}
-        #: host -> last event time (any channel): the peers' denominator.
-        self.active: dict[str, int] = {}
-        self.late = 0
+    acute: list[int]
+    longrun: int
+    alpha: float
+    resolve_alpha: float
+    min_units: float
+    min_ratio: float
+    nb_size: float
+    min_peers: int
+    chronic_alpha: float
+    chronic_min_ratio: float
+    chronic_min_units: float
+    chronic_min_ms: int
+    warmup_ms: int
+    cooldown_ms: int
+    ticket_cooldown_ms: int
+    ttl_ms: int
+    channels: dict[str, Channel] = field(default_factory=dict)
+    start_ms: int | None = None
+    next_chronic_ms: int = 0
 
-    # ------------------------------------------------------------------ hot path
-    def observe(self, host: str, channel: str, w: float, ts_ms: int, inventory: Inventory,
-                label: str | None = None, odd: float = 0.0) -> list[Any]:
+    # ------------------------------------------------------------------ folding
+    def observe(self, host: str, channel: str, w: float, ts_ms: int, keys: tuple[str, ...],
+                clock: DecayClock) -> None:
+        """Count ``w`` units of ``host`` on ``channel`` at ``ts_ms``; ``keys`` are its pair keys then."""
         if self.start_ms is None:
-            self.start(ts_ms)
-        b = ts_ms // self.bucket_ms
+            self.start_ms = ts_ms
         ch = self.channels.get(channel)
         if ch is None:
-            ch = self.channels[channel] = _Channel(self.sizes)
-        if b > ch.b:
-            self._channel_roll(ch, b)
+            ch = self.channels[channel] = Channel()
+        n = len(clock.scales_s)
         st = ch.hosts.get(host)
         if st is None:
-            if len(self.active) >= self.max_keys and host not in self.active:
-                self._evict()
-            st = ch.hosts[host] = _HostKey(self.sizes)
-        out: list[Any] = []
-        if b > st.rings[0].head:
-            self._host_roll(host, channel, ch, st, b, out)
-        crossed = -1
-        counted = False
-        for i, ring in enumerate(st.rings):
-            if ring.add(b, w):
-                counted = True
-                ch.rings[i].add(b, w)
-                if crossed < 0 and ring.total >= ch.k_fire[i]:
-                    crossed = i
-        if not counted:
-            self.late += 1
-            return out
-        st.events.add(b, 1.0)
-        if odd:
-            st.odd.add(b, odd)
-        if label is not None:
-            st.labels[label] = b
+            st = ch.hosts[host] = HostCounts([0.0] * n, [0.0] * n)
+        g = clock.g(ts_ms)
+        c, d = st.c, st.d
+        ww = w * w
+        for i in range(n):
+            gi = g[i]
+            c[i] += w * gi
+            d[i] += ww * gi * gi
+        if not st.chronic:
+            groups = ch.groups
+            for k in ("", *keys):
+                acc = groups.get(k)
+                if acc is None:
+                    acc = groups[k] = [0.0] * n
+                for i in range(n):
+                    acc[i] += w * g[i]
         st.total += w
-        st.base += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
-        if ts_ms > self.active.get(host, -1):
-            self.active[host] = ts_ms
-        if crossed >= 0 and not st.firing and st.checked_b != b:
-            self._maybe_fire(host, channel, ch, st, b, ts_ms, inventory, out)
-        return out
+        ch.touched.add(host)
 
     # ------------------------------------------------------------------ decisions
-    def _peer_groups(self, host: str, ch: _Channel, b: int, inventory: Inventory) -> list[tuple[list[float], str, int]]:
-        """Per-window mean counts of the hosts sharing each attribute value of ``host``."""
-        mine = inventory.latest(host)
-        if not mine:
-            return []
-        k = len(self.sizes)
-        sums: dict[tuple[str, str], list[float]] = {}
-        sizes: dict[tuple[str, str], int] = {}
-        for other in self.active:
-            if other == host:
+    def decide(self, now_ms: int, inventory: Inventory, clock: DecayClock) -> list[PeerVerdict]:
+        """Acute decisions for hosts touched or firing; chronic ones once a day."""
+        out: list[PeerVerdict] = []
+        g = clock.g(now_ms)
+        for name in sorted(self.channels):
+            ch = self.channels[name]
+            hosts = ch.touched | ch.firing if ch.firing else ch.touched
+            ch.touched = set()
+            if not hosts:
                 continue
-            attrs = inventory.latest(other)
-            ost = ch.hosts.get(other)
-            vals = [r.total_at(b) for r in ost.rings] if ost is not None else None
-            for kv in mine.items():
-                if attrs.get(kv[0]) == kv[1]:
-                    sizes[kv] = sizes.get(kv, 0) + 1
-                    if vals is not None:
-                        acc = sums.setdefault(kv, [0.0] * k)
-                        for i in range(k):
-                            acc[i] += vals[i]
-        return [([x / sizes[kv] for x in sums.get(kv, [0.0] * k)], f"{kv[0]}={kv[1]}", sizes[kv])
-                for kv in sorted(sizes) if sizes[kv] >= self.min_peers]
-
-    def _maybe_fire(self, host: str, channel: str, ch: _Channel, st: _HostKey, b: int, ts_ms: int,
-                    inventory: Inventory, out: list[Any]) -> None:
-        st.checked_b = b
-        if not self.warm(ts_ms) or ts_ms < st.quiet_until_ms:
-            return
-        if st.events.total < self.min_events:
-            return
-        n_peers = max(len(self.active) - 1, 1)
-        age_h = max((ts_ms - self.start_ms) / HOUR_MS, 0.0)  # type: ignore[operator]  # warm() held: start_ms is set
-        # Cheap expectations first (fleet mean, the host's own past); the peer-group
-        # scan is O(hosts) and only runs for a host that already stands out.
-        base: list[tuple[float, str]] = []
-        for i, ring in enumerate(st.rings):
-            obs = ring.total
-            fleet = max((ch.rings[i].total_at(b) - obs) / n_peers, self.floors[i])
-            exp, basis = fleet, f"fleet mean ({n_peers} peer hosts)"
-            wh = self.windows_s[i] / 3600.0
-            own = (st.base - obs + self.own_prior_h * fleet / wh) / (age_h + self.own_prior_h) * wh
-            if own > exp:
-                exp, basis = own, f"the host's own past rate ({age_h:.0f} h)"
-            base.append((exp, basis))
-        if not any(self._passes(ring.total, base[i][0]) for i, ring in enumerate(st.rings)):
-            return
-        groups = self._peer_groups(host, ch, b, inventory)
-        best: tuple[float, int, float, float, str] | None = None
-        for i, ring in enumerate(st.rings):
-            obs = ring.total
-            exp, basis = base[i]
-            for means, name, size in groups:
-                if means[i] > exp:
-                    exp, basis = means[i], f"peers with {name} ({size} hosts)"
-            if not self._passes(obs, exp):
-                continue
-            p = nb_sf(obs, exp, self.nb_size)
-            if p < self.alpha and (best is None or p < best[0]):
-                best = (p, i, obs, exp, basis)
-        if best is None:
-            return
-        p, i, obs, exp, basis = best
-        st.firing, st.fired_ms = True, ts_ms
-        ch.firing.add(host)
-        w = self.windows_s[i]
-        notes = [f"peer test: {obs:g} units in {w:g} s vs {exp:.3g} expected from {basis}, "
-                 f"negative binomial size {self.nb_size:g}, p={p:.3g} < alpha={self.alpha:g}"]
-        evidence = {"labels": sum(1 for v in st.labels.values() if v > b - self.n), "odd": st.odd.total_at(b),
-                    "window_s": w, "events": st.events.total}
-        out.append(self.make_alert(host, channel, "firing", ts_ms, p, obs, exp, notes, evidence))
-
-    def _passes(self, obs: float, exp: float) -> bool:
-        """Support, effect size and the count test (via the memoized threshold)."""
-        return (obs >= self.min_count and obs >= self.min_ratio * exp
-                and obs >= nb_threshold(exp, self.nb_size, self.alpha))
-
-    def _channel_roll(self, ch: _Channel, b: int) -> None:
-        n_hosts = max(len(self.active), 1)
-        for i, ring in enumerate(ch.rings):
-            ring.roll(b)
-            mu = max(ring.total / n_hosts, self.floors[i])
-            ch.mu[i] = mu
-            ch.k_fire[i] = max(math.ceil(self.min_count), math.ceil(self.min_ratio * mu),
-                               nb_threshold(mu, self.nb_size, self.alpha))
-            ch.k_res[i] = nb_threshold(mu, self.nb_size, self.resolve_alpha)
-        ch.b = b
-
-    def _quiet_at(self, ch: _Channel, st: _HostKey, j: int) -> bool:
-        return all(r.total_at(j) < k for r, k in zip(st.rings, ch.k_res))
-
-    def _host_roll(self, host: str, channel: str, ch: _Channel, st: _HostKey, b: int, out: list[Any]) -> None:
-        head = st.rings[0].head
-        if st.firing and head >= 0:
-            hold_ms = self.windows_s[0] * 1000
-            j, stop = head + 1, min(b, head + self.n)
-            t_res = None
-            while j <= stop:
-                if j * self.bucket_ms - st.fired_ms >= hold_ms and self._quiet_at(ch, st, j):
-                    t_res = j * self.bucket_ms
-                    break
-                j += 1
-            if t_res is None and b > head + self.n:
-                t_res = max((head + self.n) * self.bucket_ms, st.fired_ms + int(hold_ms))
-            if t_res is not None:
-                obs = st.rings[0].total_at(t_res // self.bucket_ms)
-                st.firing = False
-                ch.firing.discard(host)
-                st.quiet_until_ms = t_res + self.cooldown_ms
-                notes = [f"resolved: every window below its resolve threshold against peers "
-                         f"({', '.join(map(str, ch.k_res))}; p >= {self.resolve_alpha:g})"]
-                out.append(self.make_alert(host, channel, "resolved", t_res, None, obs, ch.mu[0], notes, {}))
-        for ring in st.rings:
-            ring.roll(b)
-        st.events.roll(b)
-        st.odd.roll(b)
-        if len(st.labels) > 16:
-            old = b - self.n
-            st.labels = {s: v for s, v in st.labels.items() if v > old}
-
-    # ------------------------------------------------------------------ time and memory
-    def advance(self, watermark_ms: int, inventory: object = None) -> list[Any]:
-        out: list[Any] = []
-        b = watermark_ms // self.bucket_ms
-        for channel in sorted(self.channels):
-            ch = self.channels[channel]
-            if b > ch.b:
-                self._channel_roll(ch, b)
-            for host in sorted(ch.firing):
-                st = ch.hosts[host]
-                if b > st.rings[0].head:
-                    self._host_roll(host, channel, ch, st, b, out)
-        if self.sweep_due(watermark_ms):
-            cutoff = watermark_ms - self.ttl_ms
-            for ch in self.channels.values():
-                for h in [h for h, s in ch.hosts.items() if not s.firing and s.last_ms < cutoff]:
-                    del ch.hosts[h]
-            for h in [h for h, t in self.active.items() if t < cutoff]:
-                del self.active[h]
-            for name in [c for c, ch in self.channels.items() if not ch.hosts]:
-                del self.channels[name]
+            fleet = self._fleet_rates(ch, now_ms, g, inventory)
+            for host in sorted(hosts):
+                st = ch.hosts.get(host)
+                if st is not None:
+                    v = self._acute(name, ch, host, st, now_ms, g, inventory, clock, fleet)
+                    if v is not None:
+                        out.append(v)
+        if now_ms >= self.next_chronic_ms:
+            self.next_chronic_ms = now_ms - now_ms % DAY_MS + DAY_MS
+            out.extend(self._chronic_sweep(now_ms, g, inventory, clock))
         return out
 
-    def _evict(self) -> None:
-        """Forget the least recently active tenth of the hosts (never a firing one)."""
-        firing = {h for ch in self.channels.values() for h in ch.firing}
-        victims = sorted((h for h in self.active if h not in firing), key=lambda h: (self.active[h], h))
-        for h in victims[: max(1, len(self.active) // 10)]:
-            del self.active[h]
-            for ch in self.channels.values():
-                ch.hosts.pop(h, None)
+    def _fleet_rates(self, ch: Channel, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> list[float]:
+        """The channel's units per host-hour over the fleet, per scale (the cheapest expectation)."""
+        acc = ch.groups.get("")
+        expo = inventory.exposure(("", ""), now_ms)
+        if acc is None:
+            return [0.0] * len(g)
+        return [acc[i] / g[i] / expo[i] if expo[i] > 0 else 0.0 for i in range(len(g))]
 
-    # ------------------------------------------------------------------ state
-    def dump(self) -> dict[str, Any]:
-        return {**self.dump_lifecycle(), "late": self.late,
-                "active": dict(self.active), "channels": {c: ch.dump() for c, ch in self.channels.items()}}
+    def _news(self, st: HostCounts, i: int, g: tuple[float, ...]) -> tuple[float, float]:
+        """(decayed units, squared units) since the last report, at scale ``i``."""
+        if st.reported:
+            return (max(st.c[i] - st.reported[i], 0.0) / g[i], max(st.d[i] - st.reported_d[i], 0.0) / (g[i] * g[i]))
+        return st.c[i] / g[i], st.d[i] / (g[i] * g[i])
 
-    def load(self, d: dict[str, Any]) -> None:
-        self.load_lifecycle(d)
-        self.late = int(d["late"])
-        self.active = {str(h): int(t) for h, t in d["active"].items()}
-        self.channels = {str(c): _Channel.load(v) for c, v in d["channels"].items()}
+    def _rates(self, ch: Channel, host: str, st: HostCounts, i: int, now_ms: int, g: tuple[float, ...],
+               inventory: Inventory, clock: DecayClock) -> tuple[float, str, float]:
+        """(units per host-hour expected, its basis, the host's own exposure in hours) at scale ``i``."""
+        tau = clock.scales_s[i]
+        mine = st.c[i] / g[i] if not st.chronic else 0.0
+        h_own = exposure_hours(inventory.since.get(host, now_ms), now_ms, tau)
+        best, basis = 0.0, "no peers yet"
+        for key in ("", *inventory.latest_keys(host)):
+            if key and inventory.sizes.get(key, 0) < self.min_peers:
+                continue
+            acc = ch.groups.get(key)
+            units = (acc[i] / g[i] if acc is not None else 0.0) - mine
+            expo = inventory.exposure(split_key(key), now_ms)[i] - (h_own if not st.chronic else 0.0)
+            if expo <= 0:
+                continue
+            r = max(units, 0.0) / expo
+            if r > best or basis == "no peers yet":
+                if key:
+                    a, v = split_key(key)
+                    basis = f"peers with {a}={v} ({inventory.sizes.get(key, 0)} hosts)"
+                else:
+                    basis = f"the fleet ({inventory.active_hosts} hosts)"
+                best = max(best, r)
+        # the host's own rate before this scale: the long-run kernel minus this one
+        L = self.longrun
+        older = st.c[L] / g[L] - st.c[i] / g[i]
+        h_old = exposure_hours(inventory.since.get(host, now_ms), now_ms, clock.scales_s[L]) - h_own
+        if h_old >= 1.0 and older > 0:
+            own = older / h_old
+            if own > best:
+                best, basis = own, f"the host's own earlier rate ({h_old:.0f} h)"
+        return best, basis, h_own
+
+    def _test(self, st: HostCounts, i: int, rate: float, h_own: float, g: tuple[float, ...],
+              alpha: float) -> tuple[bool, float, float, float]:
+        """(passes, p, observed, expected) of the host's count since its last report at scale ``i``."""
+        obs, sq = self._news(st, i, g)
+        mu = rate * h_own
+        n_eff = kish_n(obs, sq)
+        if n_eff < self.min_units or obs < self.min_ratio * mu:
+            return False, 1.0, obs, mu
+        mu_eff = mu * n_eff / obs if obs > 0 else mu
+        p = nb_sf_real(n_eff, mu_eff, self.nb_size)
+        return p < alpha, p, obs, mu
+
+    def _acute(self, name: str, ch: Channel, host: str, st: HostCounts, now_ms: int, g: tuple[float, ...],
+               inventory: Inventory, clock: DecayClock, fleet: list[float]) -> PeerVerdict | None:
+        if st.firing:
+            if now_ms - st.fired_ms < clock.scales_s[self.acute[0]] * 1000:
+                return None
+            for i in self.acute:
+                if i > st.fired_scale:
+                    break  # a longer scale keeps the excess long after it ended
+                rate, _, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock)
+                if self._test(st, i, rate, h_own, g, self.resolve_alpha)[0]:
+                    return None
+            st.firing = False
+            ch.firing.discard(host)
+            st.quiet_until_ms = now_ms + self.cooldown_ms
+            st.reported, st.reported_d = list(st.c), list(st.d)
+            i = self.acute[0]
+            return PeerVerdict(host, name, "resolved", now_ms, st.c[i] / g[i], 0.0, clock.scales_s[i], "",
+                               notes=(f"resolved: no scale significant at p < {self.resolve_alpha:g} against peers",))
+        if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
+            return None
+        best: tuple[float, int, float, float, str] | None = None
+        since = inventory.since.get(host, now_ms)
+        for i in self.acute:
+            obs, sq = self._news(st, i, g)
+            h_own = exposure_hours(since, now_ms, clock.scales_s[i])
+            if kish_n(obs, sq) < self.min_units or obs < self.min_ratio * fleet[i] * h_own:
+                continue  # cannot pass: the fleet's rate alone expects too much
+            rate, basis, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock)
+            ok, p, obs, mu = self._test(st, i, rate, h_own, g, self.alpha)
+            if ok and (best is None or p < best[0]):
+                best = (p, i, obs, mu, basis)
+        if best is None:
+            return None
+        p, i, obs, mu, basis = best
+        st.firing, st.fired_ms, st.fired_scale = True, now_ms, i
+        ch.firing.add(host)
+        n_eff = kish_n(*self._news(st, i, g))
+        tau_h = clock.scales_s[i] / 3600
+        return PeerVerdict(host, name, "firing", now_ms, obs, mu, clock.scales_s[i], basis, p, notes=(
+            f"peer test: {obs:.3g} units (~{n_eff:.3g} independent reports) at the {tau_h:g} h scale vs "
+            f"{mu:.3g} expected from {basis}, negative binomial size {self.nb_size:g}, p={p:.3g} < {self.alpha:g}",))
+
+    def _chronic_sweep(self, now_ms: int, g: tuple[float, ...], inventory: Inventory,
+                       clock: DecayClock) -> list[PeerVerdict]:
+        """Hosts whose own long-run rate stands far above their peers' for days: one ticket each."""
+        if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms:
+            return []
+        L = self.longrun
+        tau = clock.scales_s[L]
+        out = []
+        for name in sorted(self.channels):
+            ch = self.channels[name]
+            for host in sorted(ch.hosts):
+                st = ch.hosts[host]
+                if st.firing or now_ms < st.ticket_until_ms:
+                    continue
+                obs, sq = self._news(st, L, g)  # an excess already paged is not a standing condition
+                if obs < self.chronic_min_units:
+                    continue
+                since = inventory.since.get(host, now_ms)
+                if now_ms - max(since, self.start_ms) < self.chronic_min_ms:
+                    continue
+                h_own = exposure_hours(since, now_ms, tau)
+                # peers: the fleet and the host's groups, the host itself left out
+                best, basis = 0.0, ""
+                for key in ("", *inventory.latest_keys(host)):
+                    if key and inventory.sizes.get(key, 0) < self.min_peers:
+                        continue
+                    acc = ch.groups.get(key)
+                    units = (acc[L] / g[L] if acc is not None else 0.0) - (0.0 if st.chronic else obs)
+                    expo = inventory.exposure(split_key(key), now_ms)[L] - h_own
+                    if expo > 0 and units / expo >= best:
+                        best = max(units, 0.0) / expo
+                        basis = "the fleet" if not key else "peers with {}={}".format(*split_key(key))
+                mu = best * h_own
+                n_eff = kish_n(obs, sq)
+                if n_eff < self.chronic_min_units or obs < self.chronic_min_ratio * mu:
+                    if st.chronic and obs < 2.0 * mu:
+                        self._include(ch, host, st, inventory, g)  # no longer chronic: a peer again
+                    continue
+                p = poisson_sf_real(n_eff, mu * n_eff / obs if obs > 0 else mu)
+                if p >= self.chronic_alpha:
+                    continue
+                st.ticket_until_ms = now_ms + self.ticket_cooldown_ms
+                if not st.chronic:
+                    self._exclude(ch, host, st, inventory)
+                out.append(PeerVerdict(host, name, "chronic", now_ms, obs, mu, tau, basis, p, notes=(
+                    f"chronic: {obs:.3g} units at the {tau / 86400:g}-day scale vs {mu:.3g} expected from {basis} "
+                    f"(p={p:.3g} < {self.chronic_alpha:g}); its own rate is now its baseline and it left the "
+                    f"peer sums",)))
+        return out
+
+    def _exclude(self, ch: Channel, host: str, st: HostCounts, inventory: Inventory) -> None:
+        st.chronic = True
+        for k in ("", *inventory.latest_keys(host)):
+            acc = ch.groups.get(k)
+            if acc is not None:
+                for i in range(len(acc)):
+                    acc[i] = max(acc[i] - st.c[i], 0.0)
+
+    def _include(self, ch: Channel, host: str, st: HostCounts, inventory: Inventory, g: tuple[float, ...]) -> None:
+        st.chronic = False
+        n = len(st.c)
+        for k in ("", *inventory.latest_keys(host)):
+            acc = ch.groups.setdefault(k, [0.0] * n)
+            for i in range(n):
+                acc[i] += st.c[i]
+
+    # ------------------------------------------------------------------ time and memory
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        sq = tuple(f * f for f in factors)
+        for ch in self.channels.values():
+            for st in ch.hosts.values():
+                for i in range(len(st.c)):
+                    st.c[i] *= factors[i]
+                    st.d[i] *= sq[i]
+                for i in range(len(st.reported)):
+                    st.reported[i] *= factors[i]
+                    st.reported_d[i] *= sq[i]
+            for acc in ch.groups.values():
+                for i in range(len(acc)):
+                    acc[i] *= factors[i]
+
+    def sweep(self, now_ms: int) -> None:
+        cutoff = now_ms - self.ttl_ms
+        for name in list(self.channels):
+            ch = self.channels[name]
+            for h in [h for h, s in ch.hosts.items() if not s.firing and s.last_ms < cutoff]:
+                del ch.hosts[h]
+                ch.touched.discard(h)
+            if not ch.hosts:
+                del self.channels[name]
 
     def counts(self) -> dict[str, float]:
         return {f"{h}|{c}": s.total for c, ch in self.channels.items() for h, s in ch.hosts.items()}
 
 
-def peer_spike_from_config(cfg: Any, *, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float,
-                           min_count: float, min_ratio: float, floor_per_h: float, min_events: int,
-                           make_alert: MakePeerAlert) -> PeerSpike:
-    return PeerSpike(bucket_s=cfg.bucket_s, windows_s=windows_s, alpha=alpha, resolve_alpha=resolve_alpha,
-                     min_count=min_count, min_ratio=min_ratio, floor_per_h=floor_per_h,
-                     min_peers=cfg.host_min_peers, min_events=min_events, own_prior_h=cfg.host_own_prior_h,
-                     nb_size=cfg.nb_size, warmup_s=cfg.warmup_s, cooldown_s=cfg.cooldown_s,
-                     key_ttl_s=cfg.key_ttl_s, max_keys=cfg.max_keys, make_alert=make_alert)
+def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_units: float,
+                           min_ratio: float) -> HostPeers:
+    """A ``HostPeers`` on the engine's clock, with the shared host settings of ``DetectorConfig``."""
+    from fleetepi.detectors.config import DetectorConfig
+
+    c: DetectorConfig = cfg  # type: ignore[assignment]
+    scales = list(clock.scales_s)
+    return HostPeers(acute=[scales.index(s) for s in c.host_scales_s], longrun=scales.index(c.host_longrun_s),
+                     alpha=alpha, resolve_alpha=c.host_resolve_alpha, min_units=min_units, min_ratio=min_ratio,
+                     nb_size=c.host_nb_size, min_peers=c.host_min_peers, chronic_alpha=c.chronic_alpha,
+                     chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
+                     chronic_min_ms=int(c.chronic_min_days * DAY_MS), warmup_ms=int(c.warmup_s * 1000),
+                     cooldown_ms=int(c.cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),
+                     ttl_ms=int(c.key_ttl_s * 1000))
 
 
-__all__ = ["MakePeerAlert", "PeerSpike", "peer_spike_from_config"]
+__all__ = ["Channel", "HostCounts", "HostPeers", "PeerVerdict", "host_peers_from_config"]

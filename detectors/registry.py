@@ -1,41 +1,48 @@
-"""Detectors by name: the stream workers pick the subset their partitions own."""
+"""Detectors by name, built on the engine's decay clock."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from fleetepi.detectors.base import Detector
+from fleetepi.detectors.cases import ROUTES
 from fleetepi.detectors.config import DetectorConfig
+from fleetepi.detectors.decay import DecayClock
 from fleetepi.exceptions import ConfigError
 
 
-def _classes() -> dict[str, type]:
+def _classes() -> dict[str, Any]:
     from fleetepi.detectors.hardware_correlation import HardwareCorrelation
     from fleetepi.detectors.host_spike import HostSpike
     from fleetepi.detectors.signature_spike import SignatureSpike
     from fleetepi.detectors.telemetry_spike import TelemetryCohortSpike, TelemetryHostSpike
 
-    return {c.name: c for c in (SignatureSpike, HardwareCorrelation, HostSpike, TelemetryHostSpike, TelemetryCohortSpike)}
+    return {c.name: c for c in (SignatureSpike, HardwareCorrelation, HostSpike, TelemetryHostSpike,
+                                TelemetryCohortSpike)}
 
 
-#: Which partition key each detector's state lives under (for the stream workers):
-#: "signature" (crash signature), "host", or "telemetry" (telemetry kind and code).
-ROUTE_OF = {
-    "signature_spike": "signature",
-    "hardware_correlation": "signature",
-    "host_spike": "host",
-    "telemetry_host": "host",
-    "telemetry_cohort": "telemetry",
-}
+#: Every detector's name, in the order the engine runs them.
+NAMES: tuple[str, ...] = tuple(ROUTES)
 
 
-def build_detectors(config: DetectorConfig, names: Sequence[str] | None = None) -> list[Detector]:
+def clock_scales(config: DetectorConfig) -> tuple[float, ...]:
+    """Every time scale any detector counts at: the engine's one decay clock."""
+    return tuple(sorted({*config.host_scales_s, config.host_longrun_s, *config.cohort_scales_s,
+                         config.cohort_longrun_s, 86400.0}))
+
+
+def build_detectors(config: DetectorConfig, clock: DecayClock, names: Sequence[str] | None = None) -> list[Detector]:
     classes = _classes()
     chosen = list(classes) if names is None else list(names)
     unknown = [n for n in chosen if n not in classes]
     if unknown:
         raise ConfigError(f"unknown detector(s): {', '.join(unknown)}; known: {', '.join(classes)}")
-    return [classes[n](config) for n in chosen]
+    out = []
+    for n in chosen:
+        cls = classes[n]
+        out.append(cls(config) if n == "signature_spike" else cls(config, clock))
+    return out
 
 
-__all__ = ["ROUTE_OF", "build_detectors"]
+__all__ = ["NAMES", "build_detectors", "clock_scales"]

@@ -1,66 +1,78 @@
 """signature_spike: a crash signature's fleet-wide incidence rose above its baseline.
 
-Keyed by signature (partition key ``signature``). A unit is a *source*: the
-crash's job if it has one, else its host, counted once per window, so a job
-burst (one job dying on 64 hosts at once, the commonest noise of training
-clusters) weighs like one incident. The baseline is the signature's own
-hour-of-day rate, learned from the stream (``DailyBaseline``); the count test
-is a negative binomial (see ``fleetepi.detectors.stats``). All numbers are in
-``DetectorConfig`` (``sig_*`` and the shared settings).
+Keyed by signature. It counts *units* (``detectors.units``: a job once, a
+host once an hour, bursts capped), so a job-wide abort is one incident and a
+crash-looping pod one unit an hour, in windows of an hour, four hours and a
+day, against the signature's own learned hour-of-day rate and dispersion
+(``detectors.rate``). A signature never seen before gets the learned prior of
+new signatures. All numbers are in ``DetectorConfig`` (``sig_*``).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
-from fleetepi.detectors.common import CoreDetector
+import msgspec
+
+from fleetepi.contract import Alert, ts_from_ms
+from fleetepi.detectors.base import Context
+from fleetepi.detectors.cases import Case
 from fleetepi.detectors.config import DetectorConfig
-from fleetepi.detectors.inventory import Inventory
-from fleetepi.detectors.rate import rate_spike_from_config
+from fleetepi.detectors.findings import PAGE, incident_signature, short, span
+from fleetepi.detectors.rate import RateSpike, RateVerdict, rate_spike_from_config
 from fleetepi.detectors.stats import score_of
 
 
-def _short(sig: str, n: int = 90) -> str:
-    return sig if len(sig) <= n else sig[: n - 1] + "…"
-
-
-class SignatureSpike(CoreDetector):
+class SignatureSpike:
     """Fires once per episode when a signature's windowed units exceed its learned baseline."""
 
     name: ClassVar[str] = "signature_spike"
-    state_version: ClassVar[str] = "signature_spike/1"
-    #: The engine calls ``route`` only for these event types.
-    event_types: ClassVar[tuple[type, ...]] = (Crash,)
+    state_version: ClassVar[str] = "signature_spike/2"
 
     def __init__(self, config: DetectorConfig) -> None:
-        c = config
-        self.config = c
-        self.core = rate_spike_from_config(c, windows_s=c.sig_windows_s, alpha=c.sig_alpha,
-                                           resolve_alpha=c.sig_resolve_alpha, min_units=c.sig_min_units,
-                                           min_ratio=c.sig_min_ratio, make_alert=self._alert)
+        self.config = config
+        self.core = rate_spike_from_config(config)
 
-    def route(self, event: Crash | Telemetry) -> str | None:
-        return event.signature if type(event) is Crash else None
+    def fold(self, case: Case, ctx: Context) -> None:
+        if case.is_crash and case.unit:
+            self.core.observe(case.channel, case.unit, case.ts_ms)
 
-    def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        self.begin(inventory, ts_ms)
-        job = event.job  # type: ignore[union-attr]
-        source = "j:" + job if job else "h:" + event.host
-        return self.core.observe(event.signature, source, 1.0, ts_ms)  # type: ignore[union-attr]
+    def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
+        if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):
+            self.core.start_ms = ctx.start_ms
+        return [self._alert(v) for v in self.core.decide(horizon_ms, now_ms)]
 
-    def _alert(self, key: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
-               notes: list[str], w: float) -> Alert:
-        if state == "firing":
-            ratio = obs / exp if exp > 0 else float("inf")
-            summary = (f"crash signature spiking: {obs:g} incidents (distinct jobs/hosts) in the last "
-                       f"{w / 60:g} min vs {exp:.2g} expected ({ratio:.1f}x): {_short(key)}")
+    def _alert(self, v: RateVerdict) -> Alert:
+        sig = v.key
+        if v.state == "firing":
+            ratio = v.observed / v.expected if v.expected > 0 else float("inf")
+            finding = "new_signature" if v.new_key else "signature_spike"
+            what = "new crash signature arriving" if v.new_key else "crash signature spiking"
+            summary = (f"{what}: {v.observed:g} incidents (distinct jobs/hosts) in the last {span(v.window_s)} vs "
+                       f"{v.expected:.2g} expected ({ratio:.1f}x): {short(sig)}")
         else:
-            summary = f"crash signature back to baseline: {_short(key)}"
-        return Alert(ts=ts_from_ms(ts_ms), kind="signature_spike", state=state,  # type: ignore[arg-type]
-                     signature=key, score=score_of(p) if p is not None else 0.0, p_value=p,
-                     observed=obs, expected=round(exp, 6), relative_risk=(obs / exp if exp > 0 else None),
-                     window_s=w, summary=summary, notes=notes)
+            finding, summary = "signature_spike", f"crash signature back to baseline: {short(sig)}"
+        return Alert(ts=ts_from_ms(v.ts_ms), kind="signature_spike", state=v.state, signature=sig,
+                     score=score_of(v.p_value) if v.p_value is not None else 0.0, p_value=v.p_value,
+                     observed=v.observed, expected=round(v.expected, 6),
+                     relative_risk=(v.observed / v.expected if v.expected > 0 else None), window_s=v.window_s,
+                     summary=summary, notes=list(v.notes), severity=PAGE, finding=finding,
+                     incident=incident_signature(sig))
+
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        pass  # windows, not decayed counts
+
+    def sweep(self, now_ms: int, ctx: Context) -> None:
+        self.core.sweep(now_ms)
+
+    def snapshot(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self.core)  # type: ignore[no-any-return]
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.core = msgspec.convert(state, RateSpike)
+
+    def counts(self) -> dict[str, float]:
+        return self.core.counts()
 
 
 __all__ = ["SignatureSpike"]

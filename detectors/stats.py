@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
+from scipy import special as _sp
 from scipy import stats as _st
 
 #: Log-spacing of the memoized means (1 %): thresholds are integers, so this
@@ -67,7 +68,7 @@ _STEP = math.log(1.0 + 1.0 / _GRID)
 _N_GRID = int(math.log(1e6 / _MU_LO) / _STEP) + 2
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def _threshold_table(size: float, alpha: float) -> list[int]:
     """Thresholds for every grid mean, in one vectorized scipy call per (size, alpha)."""
     mu = _MU_LO * np.exp(_STEP * np.arange(_N_GRID))
@@ -156,6 +157,43 @@ def benjamini_hochberg(p_values: Sequence[float], q: float, m: int | None = None
     return rejected
 
 
+def poisson_sf_real(k: float, mu: float) -> float:
+    """P(X >= k) for a Poisson mean ``mu``, continued to real ``k`` (effective counts).
+
+    The regularized lower incomplete gamma ``P(k, mu)`` equals the integer tail
+    at integer ``k`` and interpolates between them.
+    """
+    if k <= 0:
+        return 1.0
+    return float(_sp.gammainc(k, max(mu, 1e-12)))
+
+
+def nb_sf_real(k: float, mu: float, size: float) -> float:
+    """P(X >= k) for a negative binomial (mean ``mu``, size ``size``), continued to real ``k``."""
+    if k <= 0:
+        return 1.0
+    if size <= 0 or math.isinf(size):
+        return poisson_sf_real(k, mu)
+    mu = max(mu, 1e-12)
+    return float(_sp.betainc(k, size, mu / (size + mu)))
+
+
+def binom_sf_real(k: float, n: float, p: float) -> float:
+    """P(X >= k) for a binomial of ``n`` trials, continued to real ``k`` and ``n`` (effective counts)."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0 if p < 1.0 else 1.0
+    if p >= 1.0:
+        return 1.0
+    return float(_sp.betainc(k, n - k + 1.0, p))
+
+
+def z_above(k: float, mean: float, var: float) -> float:
+    """Normal z of ``k`` above ``mean``: the cheap screen before an exact tail."""
+    return (k - mean) / math.sqrt(var) if var > 0 else (math.inf if k > mean else 0.0)
+
+
 def score_of(p_value: float) -> float:
     """-log10(p), capped: the alert score (larger = stronger evidence)."""
     if p_value <= 1e-300:
@@ -167,8 +205,12 @@ __all__ = [
     "benjamini_hochberg",
     "binom_prefilter",
     "binom_sf",
+    "binom_sf_real",
     "nb_sf",
+    "nb_sf_real",
     "nb_threshold",
+    "poisson_sf_real",
     "relative_risk",
     "score_of",
+    "z_above",
 ]

@@ -1,225 +1,182 @@
-"""telemetry_spike: Xid codes, ECC and thermal events per host and per cohort.
+"""telemetry_spike: Xid codes, ECC, thermal and power events per host, fleet-wide and per cohort.
 
 Two detectors, one alert kind (``telemetry_spike``), no statistics of their
 own: they feed the same engines as the crash detectors.
 
-* ``telemetry_host`` (partition key ``host``): a host's errors of one kind and
-  code (Xid 79, uncorrectable ECC, ...) against its peers' mean, on
-  ``fleetepi.detectors.peers`` -- an ECC storm on one GPU host.
-* ``telemetry_cohort`` (partition key ``kind:code``): the code's fleet-wide
-  count of distinct hosts against its own daily baseline (``fleetepi.detectors.rate``),
-  and its concentration by attribute value (``fleetepi.detectors.cohorts``) -- Xid 79
-  on the hosts of one rack.
+* ``telemetry_host`` (key: host and channel): a host's errors of one channel
+  (Xid 79, uncorrectable ECC, thermal crossings, ...) against its peers and
+  its own past, on ``detectors.peers`` — an ECC storm on one GPU host pages
+  (``error_storm``); a host that has reported corrected ECC at a steady high
+  rate for weeks is one ticket (``chronic``), and then its own rate is its
+  baseline.
+* ``telemetry_cohort`` (key: channel): the channel's distinct hosts rising
+  fleet-wide against their own daily baseline (``detectors.rate``,
+  ``fleet_rise``), and its concentration by attribute value
+  (``detectors.cohorts``) — Xid 79 on the hosts of one rack, a thermal or
+  power surge on one rack, a batch of GPUs failing over months.
 
-What an event weighs: ``Telemetry.n`` errors (the contract's ``count``,
-default 1), clipped to ``tel_max_n``; a thermal reading counts one threshold
-*crossing* when it reaches ``thermal_threshold_c`` on a device that was not
-already hot (re-armed by a cool reading or ``thermal_rearm_s`` of quiet).
+What an event weighs is decided once, in ``detectors.cases``: the
+contract's ``count`` (clipped), or one threshold crossing for thermal and
+power readings.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
-from fleetepi.detectors.cohorts import Pair, cohort_correlation_from_config
-from fleetepi.detectors.common import CoreDetector, cohort_numbers, cohort_summary
+import msgspec
+from msgspec import Struct
+
+from fleetepi.contract import Alert, ts_from_ms
+from fleetepi.detectors.base import Context
+from fleetepi.detectors.cases import Case
+from fleetepi.detectors.cohorts import CohortCorrelation, CohortVerdict, cohort_correlation_from_config
 from fleetepi.detectors.config import DetectorConfig
-from fleetepi.detectors.inventory import Inventory, stream_start
-from fleetepi.detectors.peers import peer_spike_from_config
-from fleetepi.detectors.rate import rate_spike_from_config
+from fleetepi.detectors.decay import DecayClock
+from fleetepi.detectors.findings import FINDINGS, PAGE, incident_channel, incident_host, span
+from fleetepi.detectors.hardware_correlation import cohort_fields, cohort_summary
+from fleetepi.detectors.peers import HostPeers, PeerVerdict, host_peers_from_config
+from fleetepi.detectors.rate import RateSpike, RateVerdict, rate_spike_from_config
 from fleetepi.detectors.stats import score_of
 
 
-def channel_of(event: Telemetry) -> str:
-    """``kind:code`` (``xid:79``) or the bare kind when there is no code (``ecc_uncorrected``)."""
-    return event.kind if event.code is None else f"{event.kind}:{event.code}"
-
-
-def _split(channel: str) -> tuple[str, int | None]:
+def split_channel(channel: str) -> tuple[str, int | None]:
     kind, _, code = channel.partition(":")
     return kind, (int(code) if code else None)
 
 
-class ThermalCrossings:
-    """Which thermal readings are crossings: per device, hot after cool (or after a quiet spell)."""
-
-    def __init__(self, threshold_c: float, rearm_s: float) -> None:
-        self.threshold_c = threshold_c
-        self.rearm_ms = int(rearm_s * 1000)
-        #: "host|device" -> ms of the last hot reading
-        self.hot: dict[str, int] = {}
-
-    def crossing(self, event: Telemetry, ts_ms: int) -> bool:
-        value = event.value
-        if value is None:
-            return True  # a thermal *event* (throttle notice) without a reading: one crossing
-        if value < self.threshold_c:
-            if self.hot:  # the common case, a cool reading with no hot device, costs one comparison
-                self.hot.pop(f"{event.host}|{event.device or ''}", None)
-            return False
-        key = f"{event.host}|{event.device or ''}"
-        last = self.hot.get(key)
-        self.hot[key] = max(ts_ms, last or ts_ms)
-        return last is None or ts_ms - last >= self.rearm_ms
-
-    def expire(self, now_ms: int) -> None:
-        # Keep an hour beyond the re-arm time: late readings still see their device's state.
-        cutoff = now_ms - self.rearm_ms - 3_600_000
-        if len(self.hot) > 64:
-            self.hot = {k: t for k, t in self.hot.items() if t > cutoff}
-
-
-def telemetry_units(event: Telemetry, ts_ms: int, thermal: ThermalCrossings, max_n: int) -> float:
-    """Errors this event stands for (0 = not an error: a cool reading, a zero counter)."""
-    if event.kind == "thermal":
-        return 1.0 if thermal.crossing(event, ts_ms) else 0.0
-    n = event.count
-    return 1.0 if n is None else float(min(n, max_n))
-
-
-class TelemetryHostSpike(CoreDetector):
-    """One host's errors of one telemetry code against its peers."""
+class TelemetryHostSpike:
+    """One host's errors of one channel against its peers and its own past."""
 
     name: ClassVar[str] = "telemetry_host"
-    state_version: ClassVar[str] = "telemetry_host/1"
-    event_types: ClassVar[tuple[type, ...]] = (Telemetry,)
+    state_version: ClassVar[str] = "telemetry_host/2"
 
-    def __init__(self, config: DetectorConfig) -> None:
-        c = config
-        self.config = c
-        self.core = peer_spike_from_config(c, windows_s=c.tel_windows_s, alpha=c.tel_alpha,
-                                           resolve_alpha=c.host_resolve_alpha, min_count=c.tel_min_count,
-                                           min_ratio=c.tel_min_ratio, floor_per_h=c.tel_floor_per_h,
-                                           min_events=c.tel_min_events, make_alert=self._alert)
-        self.thermal = ThermalCrossings(c.thermal_threshold_c, c.thermal_rearm_s)
+    def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
+        c = self.config = config
+        self.core = host_peers_from_config(c, clock, alpha=c.host_alpha, min_units=c.host_min_units,
+                                           min_ratio=c.host_min_ratio)
 
-    def route(self, event: Crash | Telemetry) -> str | None:
-        return event.host if type(event) is Telemetry else None
+    def fold(self, case: Case, ctx: Context) -> None:
+        if not case.is_crash and case.errors > 0:
+            self.core.observe(case.host, case.channel, case.errors, case.ts_ms, case.keys, ctx.clock)
 
-    def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        self.begin(inventory, ts_ms)
-        w = telemetry_units(event, ts_ms, self.thermal, self.config.tel_max_n)  # type: ignore[arg-type]
-        if w <= 0:
-            # A reading without errors still says the host is alive: the peers' denominator.
-            active = self.core.active
-            if ts_ms > active.get(event.host, -1):
-                active[event.host] = ts_ms
-            return []
-        return self.core.observe(event.host, channel_of(event), w, ts_ms, inventory)  # type: ignore[arg-type]
+    def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
+        if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):
+            self.core.start_ms = ctx.start_ms
+        return [self._alert(v) for v in self.core.decide(now_ms, ctx.inventory, ctx.clock)]
 
-    def _alert(self, host: str, channel: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
-               notes: list[str], evidence: dict[str, Any]) -> Alert:
-        kind, code = _split(channel)
-        w = float(evidence.get("window_s", self.core.window_s))
-        if state == "firing":
-            summary = (f"host {host}: {obs:g} {channel} errors in {w / 60:g} min vs {exp:.2g} per peer host: "
-                       f"check the GPU/board of this host")
+    def _alert(self, v: PeerVerdict) -> Alert:
+        kind, code = split_channel(v.channel)
+        if v.state == "firing":
+            finding = "error_storm"
+            summary = (f"host {v.host}: {v.observed:.3g} {v.channel} errors over ~{span(v.window_s)} vs "
+                       f"{v.expected:.2g} expected from {v.basis}: check the GPU/board of this host")
+        elif v.state == "chronic":
+            finding = "chronic"
+            summary = (f"host {v.host} has reported {v.channel} far above its peers for days ({v.observed:.3g} over "
+                       f"~{span(v.window_s)} vs {v.expected:.2g} expected): a standing condition to fix")
         else:
-            summary = f"host {host}: {channel} errors back in line with its peers"
-        return Alert(ts=ts_from_ms(ts_ms), kind="telemetry_spike", state=state,  # type: ignore[arg-type]
-                     host=host, telemetry_kind=kind, code=code, score=score_of(p) if p is not None else 0.0,
-                     p_value=p, observed=obs, expected=round(exp, 6),
-                     relative_risk=(obs / exp if exp > 0 else None), window_s=w, summary=summary,
-                     notes=["telemetry_host"] + notes)
+            finding = ""
+            summary = f"host {v.host}: {v.channel} errors back in line with its peers"
+        return Alert(ts=ts_from_ms(v.ts_ms), kind="telemetry_spike",
+                     state="resolved" if v.state == "resolved" else "firing", host=v.host, telemetry_kind=kind,
+                     code=code, score=score_of(v.p_value) if v.p_value is not None else 0.0, p_value=v.p_value,
+                     observed=round(v.observed, 6), expected=round(v.expected, 6),
+                     relative_risk=(v.observed / v.expected if v.expected > 0 else None), window_s=v.window_s,
+                     summary=summary, notes=["telemetry_host", *v.notes],
+                     severity=FINDINGS[finding][0] if finding else PAGE,  # type: ignore[arg-type]
+                     finding=finding or None, incident=incident_host(v.host))
 
-    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
-        self.thermal.expire(watermark_ms)
-        return self.core.advance(watermark_ms, inventory)
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        self.core.rebase(factors)
+
+    def sweep(self, now_ms: int, ctx: Context) -> None:
+        self.core.sweep(now_ms)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"core": self.core.dump(), "hot": dict(self.thermal.hot)}
+        return msgspec.to_builtins(self.core)  # type: ignore[no-any-return]
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.core.load(state["core"])
-        self.thermal.hot = {str(k): int(v) for k, v in state["hot"].items()}
+        self.core = msgspec.convert(state, HostPeers)
 
     def counts(self) -> dict[str, float]:
         return self.core.counts()
 
 
+class _CohortState(Struct):
+    fleet: RateSpike
+    cohorts: CohortCorrelation
+
+
 class TelemetryCohortSpike:
-    """A telemetry code rising fleet-wide, or concentrated in one cohort (rack, GPU model, ...)."""
+    """A telemetry channel rising fleet-wide, or concentrated in one cohort (rack, GPU model, batch, ...)."""
 
     name: ClassVar[str] = "telemetry_cohort"
-    state_version: ClassVar[str] = "telemetry_cohort/1"
-    event_types: ClassVar[tuple[type, ...]] = (Telemetry,)
+    state_version: ClassVar[str] = "telemetry_cohort/2"
 
-    def __init__(self, config: DetectorConfig) -> None:
-        c = config
-        self.config = c
-        self.fleet = rate_spike_from_config(c, windows_s=c.tel_windows_s, alpha=c.tel_alpha,
-                                            resolve_alpha=c.sig_resolve_alpha, min_units=c.tel_min_hosts,
-                                            min_ratio=c.tel_min_ratio, make_alert=self._fleet_alert)
-        self.cohorts = cohort_correlation_from_config(c, self._cohort_alert, window_s=c.tel_corr_window_s)
+    def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
+        c = self.config = config
+        self.state = _CohortState(rate_spike_from_config(c), cohort_correlation_from_config(c, clock))
         self._skip = frozenset(c.tel_cohort_skip)
-        self.thermal = ThermalCrossings(c.thermal_threshold_c, c.thermal_rearm_s)
 
-    def route(self, event: Crash | Telemetry) -> str | None:
-        if type(event) is not Telemetry:
-            return None
-        kind = event.kind  # type: ignore[union-attr]
-        if kind in self._skip:
-            return None  # a whole kind skipped (corrected ECC): the common case, one set lookup
-        ch = kind if event.code is None else f"{kind}:{event.code}"  # type: ignore[union-attr]
-        return None if ch in self._skip else ch
+    def fold(self, case: Case, ctx: Context) -> None:
+        if case.is_crash or not case.unit:
+            return
+        ch = case.channel
+        if ch in self._skip or ch.partition(":")[0] in self._skip:
+            return
+        self.state.fleet.observe(ch, case.unit, case.ts_ms)
+        if case.keys:
+            self.state.cohorts.observe(ch, case.host, case.unit, case.ts_ms, case.keys, ctx.clock)
 
-    def update(self, event: Crash | Telemetry, ts_ms: int, inventory: Inventory) -> list[Alert]:
-        ev: Telemetry = event  # type: ignore[assignment]
-        if self.fleet.start_ms is None:
-            self.fleet.start(stream_start(inventory, ts_ms))
-            self.cohorts.start(self.fleet.start_ms)  # type: ignore[arg-type]
-        if telemetry_units(ev, ts_ms, self.thermal, self.config.tel_max_n) <= 0:
-            return []
-        ch = channel_of(ev)
-        # Distinct hosts, not errors: one host's storm is telemetry_host's business.
-        out = self.fleet.observe(ch, "h:" + ev.host, 1.0, ts_ms)
-        out.extend(self.cohorts.observe(ch, ev.host, None, ts_ms, inventory))
+    def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
+        for core in (self.state.fleet, self.state.cohorts):
+            if core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < core.start_ms):
+                core.start_ms = ctx.start_ms
+        out = [self._fleet_alert(v) for v in self.state.fleet.decide(horizon_ms, now_ms)]
+        out.extend(self._cohort_alert(v) for v in self.state.cohorts.decide(now_ms, ctx.inventory, ctx.clock))
         return out
 
-    def _fleet_alert(self, key: str, state: str, ts_ms: int, p: float | None, obs: float, exp: float,
-                     notes: list[str], w: float) -> Alert:
-        kind, code = _split(key)
-        if state == "firing":
-            summary = (f"{key} rising fleet-wide: {obs:g} hosts in {w / 60:g} min vs {exp:.2g} expected "
-                       f"(a driver, firmware or facility change?)")
+    def _fleet_alert(self, v: RateVerdict) -> Alert:
+        kind, code = split_channel(v.key)
+        if v.state == "firing":
+            summary = (f"{v.key} rising fleet-wide: {v.observed:g} hosts in {span(v.window_s)} vs {v.expected:.2g} "
+                       f"expected (a driver, firmware or facility change?)")
         else:
-            summary = f"{key} back to baseline fleet-wide"
-        return Alert(ts=ts_from_ms(ts_ms), kind="telemetry_spike", state=state,  # type: ignore[arg-type]
-                     telemetry_kind=kind, code=code, score=score_of(p) if p is not None else 0.0, p_value=p,
-                     observed=obs, expected=round(exp, 6), relative_risk=(obs / exp if exp > 0 else None),
-                     window_s=w, summary=summary, notes=["telemetry_cohort: fleet"] + notes)
+            summary = f"{v.key} back to baseline fleet-wide"
+        return Alert(ts=ts_from_ms(v.ts_ms), kind="telemetry_spike", state=v.state, telemetry_kind=kind, code=code,
+                     score=score_of(v.p_value) if v.p_value is not None else 0.0, p_value=v.p_value,
+                     observed=v.observed, expected=round(v.expected, 6),
+                     relative_risk=(v.observed / v.expected if v.expected > 0 else None), window_s=v.window_s,
+                     summary=summary, notes=["telemetry_cohort: fleet", *v.notes], severity=PAGE,
+                     finding="fleet_rise" if v.state == "firing" else None, incident=incident_channel(v.key))
 
-    def _cohort_alert(self, key: str, kv: Pair, state: str, ts_ms: int, p: float | None, k: int, d: int, n1: int,
-                      n_all: int, rr: float | None, lo: float | None, hi: float | None, notes: list[str]) -> Alert:
-        kind, code = _split(key)
-        a, v = kv
-        if state == "firing":
-            summary = cohort_summary(f"{key} concentrated", a, v, k, d, n1, n_all, rr, lo, hi,
-                                     "check power/cooling/firmware of that cohort")
+    def _cohort_alert(self, v: CohortVerdict) -> Alert:
+        kind, code = split_channel(v.key)
+        if v.state == "firing":
+            summary = cohort_summary(f"{v.key} concentrated", v, "check power/cooling/firmware of that cohort")
         else:
-            summary = f"{key} no longer concentrated on {a}={v}"
-        return Alert(ts=ts_from_ms(ts_ms), kind="telemetry_spike", state=state,  # type: ignore[arg-type]
-                     telemetry_kind=kind, code=code, attribute=a, value=v, window_s=self.cohorts.window_s,
-                     summary=summary, notes=["telemetry_cohort: cohort"] + notes,
-                     **cohort_numbers(p, k, d, n1, n_all, rr, lo, hi))
+            summary = f"{v.key} no longer concentrated on {v.attribute}={v.value}"
+        fields = cohort_fields(v)
+        fields["notes"] = ["telemetry_cohort: cohort", *fields["notes"]]
+        return Alert(ts=ts_from_ms(v.ts_ms), kind="telemetry_spike", telemetry_kind=kind, code=code, summary=summary,
+                     incident=incident_channel(v.key), **fields)
 
-    def advance(self, watermark_ms: int, inventory: Inventory) -> list[Alert]:
-        self.thermal.expire(watermark_ms)
-        out = self.fleet.advance(watermark_ms, inventory)
-        out.extend(self.cohorts.advance(watermark_ms, inventory))
-        return out
+    def rebase(self, factors: tuple[float, ...]) -> None:
+        self.state.cohorts.rebase(factors)
+
+    def sweep(self, now_ms: int, ctx: Context) -> None:
+        self.state.fleet.sweep(now_ms)
+        self.state.cohorts.sweep(now_ms, ctx.clock.g(now_ms))
 
     def snapshot(self) -> dict[str, Any]:
-        return {"fleet": self.fleet.dump(), "cohorts": self.cohorts.dump(), "hot": dict(self.thermal.hot)}
+        return msgspec.to_builtins(self.state)  # type: ignore[no-any-return]
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.fleet.load(state["fleet"])
-        self.cohorts.load(state["cohorts"])
-        self.thermal.hot = {str(k): int(v) for k, v in state["hot"].items()}
+        self.state = msgspec.convert(state, _CohortState)
 
     def counts(self) -> dict[str, float]:
-        return self.fleet.counts()
+        return self.state.fleet.counts()
 
 
-__all__ = ["TelemetryCohortSpike", "TelemetryHostSpike", "ThermalCrossings", "channel_of", "telemetry_units"]
+__all__ = ["TelemetryCohortSpike", "TelemetryHostSpike", "split_channel"]

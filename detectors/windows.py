@@ -1,207 +1,198 @@
-"""Event-time windows: a bucketed sliding count and a daily-cycle baseline.
+"""Event-time windows of one key: sliding counts at step resolution, and a daily-cycle baseline.
 
-Both are small mutable objects with ``dump``/``load`` to plain lists, so a
-detector's whole state snapshots as JSON. Time is always the key's own event
-time (bucket index = ``ts_ms // bucket_ms``), never the wall clock or another
-key's events: that keeps a partitioned run identical to a single process.
+Both are msgspec Structs, so a detector's whole state snapshots as plain data
+(``msgspec.to_builtins``) and restores by type (``msgspec.convert``): no
+positional lists read back by index. Time is the key's own event time
+(bucket = ``ts_ms // step_ms``), never the wall clock.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+
+from msgspec import Struct, field
 
 HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
 DAY_H = 24
-#: Longest silent gap folded hour by hour (30 days).
+#: Longest silent gap folded hour by hour (30 days); beyond it the slots are at their fixed point.
 MAX_SILENT_H = 30 * DAY_H
 
 
-class Ring:
-    """Sliding sum over the last ``n`` buckets, O(1) amortized per add.
+class Windows(Struct):
+    """Sums of the last ``sizes[i]`` buckets, side by side, over one ring of cells.
 
-    A late event whose bucket is still inside the window is added to it (so
-    the total does not depend on arrival order within the window); one that
-    fell out of it is refused (``add`` returns False) and the caller counts it.
+    One ring (the longest window) and a running total per window: an add is
+    one cell and one addition per window, a roll subtracts what leaves each
+    window. Late adds inside the longest window land in their cell and in the
+    totals of the windows that still hold it.
     """
 
-    __slots__ = ("cells", "head", "total")
+    sizes: list[int]
+    cells: list[float]
+    totals: list[float]
+    #: Bucket of the newest cell (-1: empty).
+    head: int = -1
 
-    def __init__(self, n: int) -> None:
-        self.cells: list[float] = [0.0] * n
-        #: Bucket index of the newest cell (-1 = empty).
-        self.head = -1
-        self.total = 0.0
+    @classmethod
+    def new(cls, sizes: tuple[int, ...]) -> Windows:
+        return cls(list(sizes), [0.0] * sizes[-1], [0.0] * len(sizes))
 
     def roll(self, b: int) -> None:
-        """Move the newest bucket to ``b`` (no-op if not newer), dropping what leaves the window."""
         head = self.head
         if b <= head:
             return
-        cells = self.cells
+        cells, sizes, totals = self.cells, self.sizes, self.totals
         n = len(cells)
         if head < 0 or b - head >= n:
             for i in range(n):
                 cells[i] = 0.0
-            self.total = 0.0
+            for i in range(len(totals)):
+                totals[i] = 0.0
         else:
-            total = self.total
+            for i, size in enumerate(sizes):
+                t = totals[i]
+                # the filled buckets (head - size, min(b - size, head)] leave window i
+                for j in range(head - size + 1, min(b - size, head) + 1):
+                    t -= cells[j % n]
+                totals[i] = t if t > 1e-9 else 0.0
             for j in range(head + 1, b + 1):
-                i = j % n
-                total -= cells[i]
-                cells[i] = 0.0
-            # Float sums drift by ulps; clamp so an empty window reads exactly 0.
-            self.total = total if total > 1e-9 else 0.0
+                cells[j % n] = 0.0
         self.head = b
 
-    def add(self, b: int, w: float = 1.0) -> bool:
+    def add(self, b: int, w: float) -> bool:
+        """Count ``w`` in bucket ``b``; False if ``b`` has left the longest window (late)."""
         if b > self.head:
             self.roll(b)
         elif b <= self.head - len(self.cells):
             return False
         self.cells[b % len(self.cells)] += w
-        self.total += w
+        head = self.head
+        for i, size in enumerate(self.sizes):
+            if b > head - size:
+                self.totals[i] += w
         return True
 
-    def total_at(self, b: int) -> float:
-        """The window's sum as it will read once the newest bucket is ``b`` (no mutation)."""
-        head = self.head
+    def spread(self, i: int) -> int:
+        """Distinct non-empty buckets in window ``i`` (support spread over time)."""
         n = len(self.cells)
-        if b <= head:
-            return self.total
-        if head < 0 or b - head >= n:
-            return 0.0
-        gone = 0.0
-        for j in range(head + 1, b + 1):
-            gone += self.cells[j % n]
-        return max(self.total - gone, 0.0)
-
-    def dump(self) -> list[Any]:
-        return [self.head, self.total, list(self.cells)]
-
-    @classmethod
-    def load(cls, data: list[Any]) -> Ring:
-        r = cls(len(data[2]))
-        r.head, r.total, r.cells = int(data[0]), float(data[1]), [float(x) for x in data[2]]
-        return r
+        return sum(1 for j in range(self.head - self.sizes[i] + 1, self.head + 1) if self.cells[j % n] > 0)
 
 
-class DailyBaseline:
-    """Units per hour, by hour of day (UTC), learned from the key's own past.
+class DailyBaseline(Struct):
+    """Units per hour, by hour of day (UTC), learned from the key's own past, with its dispersion.
 
-    Each hour slot keeps a decayed count ``c[h]`` and a decayed exposure
-    ``e[h]`` (hours observed), decayed once per day with the configured
-    half-life, so old behaviour fades and memory is 48 floats. The rate of
-    hour ``h`` shrinks toward the key's all-day rate with ``hour_prior_h``
-    pseudo-hours, and the all-day rate toward a prior rate with
-    ``prior_weight_h`` pseudo-hours: a new or sparse key gets a flat, cautious
-    profile; a busy key with weeks of history gets its own daily cycle.
+    Each hour slot keeps a decayed count ``c`` and exposure ``e`` (hours),
+    decayed once per day with the configured half-life; the rate of hour
+    ``h`` is shrunk toward the key's all-day rate (``hour_w`` pseudo-hours)
+    and that toward a prior rate (``prior_w`` pseudo-hours): a new or sparse
+    key gets a flat, cautious profile, a busy one its own daily cycle.
 
-    A guard band keeps the baseline honest: an hour is folded in only once
-    it is older than the longest detection window (it waits in ``pending``),
-    so a slow outbreak is never compared with a baseline that already learned
-    its first hours. Hours during which the key fired are folded at most at
-    the expected rate, so an outbreak does not become the new normal.
+    Dispersion is learned, not assumed: every folded hour adds
+    ``(x - mu)^2 - x`` and ``mu^2`` (method of moments of a negative binomial
+    ``var = mu + phi mu^2``), hourly and per day, so a key whose counts are
+    Poisson-like is tested sharply and one that swings day to day widely.
+
+    A guard band keeps the baseline honest: an hour is folded only once it is
+    older than the longest window (it waits in ``pending``), and hours during
+    which the key fired are folded at most at the expected rate, so an
+    outbreak does not become the new normal.
     """
 
-    __slots__ = ("c", "e", "hour", "pending")
+    c: list[float]
+    e: list[float]
+    #: First absolute hour (ts_ms // HOUR_MS) not folded yet.
+    hour: int
+    #: [absolute hour, units, fired during it] not folded yet, oldest first.
+    pending: list[tuple[int, float, bool]] = field(default_factory=list)
+    #: Decayed moment sums for the dispersion, hourly and daily.
+    disp_num_h: float = 0.0
+    disp_den_h: float = 0.0
+    disp_num_d: float = 0.0
+    disp_den_d: float = 0.0
+    #: The day being accumulated for the daily moments: [absolute day, units, expected].
+    day: tuple[int, float, float] = (-1, 0.0, 0.0)
 
-    def __init__(self, start_hour: int, warm_hours: float = 0.0) -> None:
-        self.c: list[float] = [0.0] * DAY_H
+    @classmethod
+    def new(cls, start_hour: int, warm_hours: float = 0.0) -> DailyBaseline:
         #: A key first seen late in the stream was silent before: credit that exposure.
-        self.e: list[float] = [warm_hours / DAY_H] * DAY_H
-        #: First absolute hour (ts_ms // HOUR_MS) not folded yet.
-        self.hour = start_hour
-        #: [absolute hour, units, fired during it] not folded yet, oldest first.
-        self.pending: list[list[Any]] = []
+        return cls([0.0] * DAY_H, [warm_hours / DAY_H] * DAY_H, start_hour)
 
     def add(self, hour: int, w: float, firing: bool = False) -> None:
+        if hour < self.hour:
+            return  # folded already: a late event teaches the baseline nothing
         p = self.pending
-        if p and p[-1][0] == hour:
-            entry = p[-1]
-        elif hour < self.hour:
-            return  # that hour is folded already: a late event teaches the baseline nothing
-        elif not p or p[-1][0] < hour:
-            p.append([hour, 0.0, firing])
-            entry = p[-1]
-        else:
-            for entry in p:
-                if entry[0] == hour:
-                    break
-            else:
-                p.append([hour, 0.0, firing])
-                p.sort(key=lambda x: x[0])
-                entry = next(x for x in p if x[0] == hour)
-        entry[1] += w
-        if firing:
-            entry[2] = True
+        for i in range(len(p) - 1, -1, -1):
+            h, acc, f = p[i]
+            if h == hour:
+                p[i] = (h, acc + w, f or firing)
+                return
+            if h < hour:
+                p.insert(i + 1, (hour, w, firing))
+                return
+        p.insert(0, (hour, w, firing))
 
     def mark_firing(self) -> None:
         """The key fired: the hours still pending are outbreak, not baseline."""
-        for entry in self.pending:
-            entry[2] = True
+        self.pending = [(h, a, True) for h, a, _ in self.pending]
 
-    def _silent(self, start: int, end: int, decay: float) -> None:
-        """Fold the silent hours ``start .. end - 1``, one by one.
-
-        Hour by hour (not in closed form) so that folding a gap at once or in
-        pieces gives bit-identical floats: partitioned and single runs agree.
-        Keys idle longer than their TTL are forgotten, so gaps stay short;
-        beyond ``MAX_SILENT_H`` the slots are at their fixed point anyway.
-        """
+    def rate(self, slot: int, prior_rate: float, prior_w: float, hour_w: float) -> float:
         c, e = self.c, self.e
-        for h in range(start, min(end, start + MAX_SILENT_H)):
-            s = h % DAY_H
-            c[s] *= decay
-            e[s] = e[s] * decay + 1.0
-
-    def fold_until(self, hour: int, decay: float, prior_rate: float, prior_w: float, hour_w: float) -> None:
-        """Fold every hour before ``hour``.
-
-        An hour during which the key fired adds at most the rate the baseline
-        expected for it just before (computed from the folded past only, so
-        the result does not depend on when folding happens).
-        """
-        if hour <= self.hour:
-            return
-        c, e = self.c, self.e
-        p = self.pending
-        while p and p[0][0] < hour:
-            h, acc, fired = p.pop(0)
-            self._silent(self.hour, h, decay)
-            slot = h % DAY_H
-            if fired:
-                overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
-                acc = min(acc, (c[slot] + hour_w * overall) / (e[slot] + hour_w))
-            c[slot] = c[slot] * decay + acc
-            e[slot] = e[slot] * decay + 1.0
-            self.hour = h + 1
-        self._silent(self.hour, hour, decay)
-        self.hour = hour
+        overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
+        return (c[slot] + hour_w * overall) / (e[slot] + hour_w)
 
     def rates(self, prior_rate: float, prior_w: float, hour_w: float) -> list[float]:
-        """Units per hour for each hour of day."""
         c, e = self.c, self.e
         overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
         return [(c[h] + hour_w * overall) / (e[h] + hour_w) for h in range(DAY_H)]
 
-    def dump(self) -> list[Any]:
-        return [self.hour, [list(x) for x in self.pending], list(self.c), list(self.e)]
+    def _fold_hour(self, h: int, acc: float, fired: bool, decay_h: float, decay: float, prior_rate: float,
+                   prior_w: float, hour_w: float) -> None:
+        slot = h % DAY_H
+        mu = self.rate(slot, prior_rate, prior_w, hour_w)
+        if fired:
+            acc = min(acc, mu)
+        # dispersion moments (hourly), decayed per hour at the baseline's half-life
+        self.disp_num_h = self.disp_num_h * decay_h + (acc - mu) ** 2 - acc
+        self.disp_den_h = self.disp_den_h * decay_h + mu * mu
+        d, dx, dm = self.day
+        if h // DAY_H != d:
+            if d >= 0 and dm > 0:
+                self.disp_num_d = self.disp_num_d * decay + (dx - dm) ** 2 - dx
+                self.disp_den_d = self.disp_den_d * decay + dm * dm
+            d, dx, dm = h // DAY_H, 0.0, 0.0
+        self.day = (d, dx + acc, dm + mu)
+        self.c[slot] = self.c[slot] * decay + acc
+        self.e[slot] = self.e[slot] * decay + 1.0
 
-    @classmethod
-    def load(cls, data: list[Any]) -> DailyBaseline:
-        b = cls(int(data[0]))
-        b.pending = [[int(h), float(a), bool(f)] for h, a, f in data[1]]
-        b.c, b.e = [float(x) for x in data[2]], [float(x) for x in data[3]]
-        return b
+    def _silent(self, start: int, end: int, decay_h: float, decay: float, prior_rate: float, prior_w: float,
+                hour_w: float) -> None:
+        """Fold the silent hours ``start .. end - 1`` one by one (bit-identical however the gap is cut)."""
+        for h in range(start, min(end, start + MAX_SILENT_H)):
+            self._fold_hour(h, 0.0, False, decay_h, decay, prior_rate, prior_w, hour_w)
+
+    def fold_until(self, hour: int, decay: float, prior_rate: float, prior_w: float, hour_w: float) -> None:
+        """Fold every hour before ``hour`` (``decay`` is per day; slots are visited once a day)."""
+        if hour <= self.hour:
+            return
+        decay_h = decay ** (1.0 / DAY_H)
+        p = self.pending
+        while p and p[0][0] < hour:
+            h, acc, fired = p.pop(0)
+            self._silent(self.hour, h, decay_h, decay, prior_rate, prior_w, hour_w)
+            self._fold_hour(h, acc, fired, decay_h, decay, prior_rate, prior_w, hour_w)
+            self.hour = h + 1
+        self._silent(self.hour, hour, decay_h, decay, prior_rate, prior_w, hour_w)
+        self.hour = hour
+
+    def dispersion(self, daily: bool, prior: float, prior_weight: float) -> float:
+        """phi of ``var = mu + phi mu^2``: the key's own, shrunk toward ``prior``."""
+        num, den = (self.disp_num_d, self.disp_den_d) if daily else (self.disp_num_h, self.disp_den_h)
+        return max((num + prior * prior_weight) / (den + prior_weight), 0.0)
 
 
 def window_expectation(rates: list[float], end_bucket: int, n_buckets: int, bucket_ms: int) -> float:
-    """Expected units in the ``n_buckets`` ending at ``end_bucket`` given hour-of-day rates.
-
-    Walks the window hour by hour (not bucket by bucket): a day-long window
-    costs 25 steps, not 288.
-    """
+    """Expected units in the ``n_buckets`` ending at ``end_bucket`` given hour-of-day rates (hour by hour)."""
     start_ms = (end_bucket - n_buckets + 1) * bucket_ms
     end_ms = (end_bucket + 1) * bucket_ms
     mu = 0.0
@@ -217,4 +208,4 @@ def decay_per_day(halflife_days: float) -> float:
     return 0.5 ** (1.0 / halflife_days) if halflife_days > 0 and not math.isinf(halflife_days) else 1.0
 
 
-__all__ = ["DAY_H", "HOUR_MS", "DailyBaseline", "Ring", "decay_per_day", "window_expectation"]
+__all__ = ["DAY_H", "DAY_MS", "HOUR_MS", "DailyBaseline", "Windows", "decay_per_day", "window_expectation"]
