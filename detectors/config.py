@@ -118,6 +118,9 @@ class DetectorConfig:
     #: ``loop_max_signatures`` signatures, is a crash loop (ticket), not a sick host.
     loop_min_share: float = 0.75
     loop_max_signatures: int = 2
+    #: A crash loop is reported (ticket) once one (host, signature) has crashed this often within
+    #: about a day, whether or not the host stands out against its peers.
+    loop_min_crashes: float = 10.0
     #: Chronic (ticket): the host's long-run rate against its peers', at this p-value and ratio,
     #: with at least ``chronic_min_units`` units spread over ``chronic_min_days`` days.
     chronic_alpha: float = 1e-7

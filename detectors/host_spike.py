@@ -85,6 +85,8 @@ class HostSpikeState(Struct):
     peers: HostPeers
     hosts: dict[str, Evidence] = field(default_factory=dict)
     cpu_touched: set[str] = field(default_factory=set)
+    #: hosts with a crash since the last decision (crash-loop check)
+    crash_touched: set[str] = field(default_factory=set)
 
 
 class HostSpike:
@@ -130,6 +132,7 @@ class HostSpike:
         sig = crash.signature
         e.sigs[sig] = e.sigs.get(sig, 0.0) + gd
         e.crashes += gd
+        self.state.crash_touched.add(case.host)
         odd = odd_shape(crash, c.host_bitflip_min)
         if odd:
             e.odd += gd
@@ -178,7 +181,34 @@ class HostSpike:
                 a = self._silicon(host, now_ms, ctx)
                 if a is not None:
                     out.append(a)
+        if self.state.crash_touched:
+            touched, self.state.crash_touched = self.state.crash_touched, set()
+            if peers.start_ms is not None and now_ms >= peers.start_ms + peers.warmup_ms:
+                for host in sorted(touched):
+                    a = self._loop(host, now_ms, ctx)
+                    if a is not None:
+                        out.append(a)
         return out
+
+    def _loop(self, host: str, now_ms: int, ctx: Context) -> Alert | None:
+        """One (host, signature) crashing over and over: a pod in a crash loop, reported once as a ticket."""
+        c = self.config
+        e = self.state.hosts.get(host)
+        if e is None or now_ms < e.loop_ticket_until_ms:
+            return None
+        g = ctx.clock.g(now_ms)
+        crashes, n_sigs, top, odd, hw = self._day_evidence(host, g)
+        if crashes * top < c.loop_min_crashes or top < c.loop_min_share or odd >= 1 or hw >= 1:
+            return None
+        sig = max(e.sigs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
+        v = PeerVerdict(host, "crash", "firing", now_ms, crashes * top, 0.0, 86400.0, "a crash loop")
+        summary = (f"host {host} has a crash loop: {crashes * top:.3g} crashes of one signature over ~a day "
+                   f"({top:.0%} of its crashes; a pod restarting, for its owners to fix): {sig[:90]}")
+        notes = [f"crash loop: >= {c.loop_min_crashes:g} crashes of one (host, signature) within about a day, "
+                 f">= {c.loop_min_share:.0%} of the host's crashes, no odd shapes, no hardware errors; the host's "
+                 f"count against its peers counts such a loop once an hour"]
+        return self._alert(v, "crash_loop", None, summary, notes)
 
     def _day_evidence(self, host: str, g: tuple[float, ...]) -> tuple[float, int, float, float, float]:
         """(crashes, distinct signatures, top signature's share, odd crashes, hardware errors) over ~a day."""

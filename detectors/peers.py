@@ -203,10 +203,12 @@ class HostPeers(Struct):
                 else:
                     basis = f"the fleet ({inventory.active_hosts} hosts)"
                 best = max(best, r)
-        # the host's own rate before this scale: the long-run kernel minus this one
-        L = self.longrun
-        older = st.c[L] / g[L] - st.c[i] / g[i]
-        h_old = exposure_hours(inventory.since.get(host, now_ms), now_ms, clock.scales_s[L]) - h_own
+        # the host's own earlier rate: the long-run kernel minus the longest acute one (a day), so
+        # that an outbreak of the last hours is not yet part of what it is compared with
+        L, A = self.longrun, self.acute[-1]
+        older = st.c[L] / g[L] - st.c[A] / g[A]
+        since = inventory.since.get(host, now_ms)
+        h_old = exposure_hours(since, now_ms, clock.scales_s[L]) - exposure_hours(since, now_ms, clock.scales_s[A])
         if h_old >= 1.0 and older > 0:
             own = older / h_old
             if own > best:

@@ -144,21 +144,19 @@ class RateSpike(Struct):
         self.touched.add(key)
 
     def _new_key(self, key: str, ts_ms: int) -> RateKey:
-        """A key's baseline starts where its longest window starts, or at the stream's start if later.
+        """A key's baseline starts at its first case; the hours before it since the stream began were silent.
 
-        Hours between the stream's start and that point were watched and
-        silent: credited as exposure (a brand-new signature has a near-zero
-        baseline, which is right); hours before the stream's start were not
-        watched and are not credited.
+        Those hours were watched and nothing came: they are credited as
+        exposure (a brand-new signature has a near-zero baseline, which is
+        right); hours before the stream's start were not watched and are not.
         """
         if len(self.keys) >= self.max_keys:
             self._evict()
         start_h = (self.start_ms if self.start_ms is not None else ts_ms) // HOUR_MS
-        longest_ms = self.sizes[-1] * self.step_ms
-        first_h = max((ts_ms - longest_ms) // HOUR_MS, start_h)
+        first_h = ts_ms // HOUR_MS
         cap_h = DAY_H / (1.0 - self.decay) if self.decay < 1 else float(first_h - start_h)
-        st = RateKey(Windows.new(tuple(self.sizes)), DailyBaseline.new(first_h, min(float(first_h - start_h), cap_h)),
-                     ts_ms, ts_ms)
+        st = RateKey(Windows.new(tuple(self.sizes)),
+                     DailyBaseline.new(first_h, min(float(max(first_h - start_h, 0)), cap_h)), ts_ms, ts_ms)
         self.keys[key] = st
         return st
 
@@ -185,12 +183,18 @@ class RateSpike(Struct):
                 out.append(v)
         return out
 
-    def _expectations(self, st: RateKey, b: int, horizon_ms: int) -> list[tuple[float, float]]:
-        """(expected units, phi) per window, the window being ``[start of its first step, horizon)``."""
-        rates = st.base.rates(self.prior_rate, self.prior_w, self.hour_w)
+    def _expectations(self, st: RateKey, b: int, horizon_ms: int) -> list[tuple[float, float, float]]:
+        """(expected units, phi, hours of history) per window, the window being ``[its first step, horizon)``.
+
+        Each window is compared with the baseline as it stood before the
+        window began: hours not folded yet (the guard band of the longest
+        window) count for the shorter windows when they are older than them.
+        """
         out = []
         for i, n in enumerate(self.sizes):
             start = (b - n + 1) * self.step_ms
+            before_h = start // HOUR_MS
+            rates = st.base.rates(self.prior_rate, self.prior_w, self.hour_w, before_h)
             mu = 0.0
             t = start
             while t < horizon_ms:
@@ -199,7 +203,7 @@ class RateSpike(Struct):
                 t = nxt
             daily = self.windows_s[i] >= 12 * 3600
             phi = _phi_up(st.base.dispersion(daily, self.disp_prior, self.disp_weight))
-            out.append((mu / HOUR_MS, phi))
+            out.append((mu / HOUR_MS, phi, st.base.history_h(before_h)))
         return out
 
     def _decide_key(self, key: str, st: RateKey, b: int, horizon_ms: int, now_ms: int) -> RateVerdict | None:
@@ -208,7 +212,7 @@ class RateSpike(Struct):
         if st.firing:
             held = now_ms - st.fired_ms >= self.windows_s[0] * 1000
             quiet = all(totals[i] < nb_threshold(mu, nb_size(phi), self.resolve_alpha)
-                        for i, (mu, phi) in enumerate(exp))
+                        for i, (mu, phi, _) in enumerate(exp))
             if held and quiet:
                 st.firing = False
                 self.firing.discard(key)
@@ -219,11 +223,11 @@ class RateSpike(Struct):
             return None
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
             return None
-        if sum(st.base.e) < MIN_HISTORY_H:
-            return None  # no baseline yet: the key's first hours are still inside its own windows
         best: tuple[float, int] | None = None
-        for i, (mu, phi) in enumerate(exp):
+        for i, (mu, phi, hist_h) in enumerate(exp):
             obs = totals[i]
+            if hist_h < MIN_HISTORY_H:
+                continue  # no baseline yet for this window: the key's first hours are inside it
             if obs < self.min_units or obs < self.min_ratio * mu:
                 continue
             size = nb_size(phi)
@@ -235,7 +239,7 @@ class RateSpike(Struct):
         if best is None:
             return None
         p, i = best
-        mu, phi = exp[i]
+        mu, phi, _ = exp[i]
         st.firing, st.fired_ms = True, now_ms
         st.base.mark_firing()
         self.firing.add(key)

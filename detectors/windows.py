@@ -141,10 +141,29 @@ class DailyBaseline(Struct):
         overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
         return (c[slot] + hour_w * overall) / (e[slot] + hour_w)
 
-    def rates(self, prior_rate: float, prior_w: float, hour_w: float) -> list[float]:
+    def rates(self, prior_rate: float, prior_w: float, hour_w: float, before_hour: int | None = None) -> list[float]:
+        """Units per hour for each hour of day.
+
+        :param before_hour: also count the hours not folded yet (the guard band)
+            that are older than this: a window shorter than the guard band
+            need not wait for it (a one-hour window can be tested against the
+            day before it while the day window still waits).
+        """
         c, e = self.c, self.e
+        if before_hour is not None and before_hour > self.hour:
+            c, e = list(c), list(e)
+            p = {h: acc for h, acc, _ in self.pending}
+            for h in range(self.hour, before_hour):
+                slot = h % DAY_H
+                c[slot] += p.get(h, 0.0)
+                e[slot] += 1.0
         overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
         return [(c[h] + hour_w * overall) / (e[h] + hour_w) for h in range(DAY_H)]
+
+    def history_h(self, before_hour: int | None = None) -> float:
+        """Hours of history the baseline holds (folded, credited, and unfolded ones before ``before_hour``)."""
+        extra = max(before_hour - self.hour, 0) if before_hour is not None else 0
+        return sum(self.e) + extra
 
     def _fold_hour(self, h: int, acc: float, fired: bool, decay_h: float, decay: float, prior_rate: float,
                    prior_w: float, hour_w: float) -> None:

@@ -1,4 +1,4 @@
-"""host_spike: one sick host pages; a fleet-wide or rack-wide wave does not page per host."""
+"""host_spike: a sick host pages and says what it is; waves, loops and standing conditions do not page."""
 
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ def _trouble(fl: SimpleNamespace, what: str, at: int) -> list:
         return []
     if what == "sick_host":        # the founding case: one host, many signatures, odd shapes, ~2/h
         return [c(at + i * 25 * fl.MIN, "h0042", f"lib{i}!f | lib{i}!g", **ODD) for i in range(12)]
-    if what == "crashy_host":      # one host crashing plainly, 10 times in an hour
-        return [c(at + i * 5 * fl.MIN, "h0042", "sig03") for i in range(10)]
+    if what == "crashy_host":      # one host crashing plainly in many signatures, 12 in two hours
+        return [c(at + i * 10 * fl.MIN, "h0042", f"sig{i % 8:02d}") for i in range(12)]
+    if what == "crash_loop":       # one pod restarting with back-off (10 s doubling to 5 min) on one host, 40 times
+        times = [at]
+        for i in range(39):
+            times.append(times[-1] + min(10 * 2 ** i, 300) * 1000)
+        return [c(t, "h0042", "app!main | libc!abort") for t in times]
     if what == "fleet_wave":       # every host crashes 8 times in an hour, interleaved (a bad deploy everywhere)
         return [c(at + (k * 200 + i) * 2000, f"h{i:04d}", f"sig{k:02d}") for k in range(8) for i in range(200)]
     if what == "rack_wave":        # every host of rack r03 crashes 8 times in an hour (its switch flaps)
@@ -27,27 +32,68 @@ def _trouble(fl: SimpleNamespace, what: str, at: int) -> list:
     raise AssertionError(what)
 
 
-@pytest.mark.parametrize(("what", "pages"), [
-    ("none", set()),                # background only: nobody
-    ("sick_host", {"h0042"}),       # silent corruption: pages, and says so
-    ("crashy_host", {"h0042"}),     # far above its peers, even with ordinary shapes
-    ("fleet_wave", set()),          # the fleet mean rises with it: no page per host
-    ("rack_wave", set()),           # the rack's peers rise with it: no page per host
+@pytest.mark.parametrize(("what", "alerts_"), [
+    ("none", set()),                                            # background only: nobody
+    ("sick_host", {("h0042", "page", "suspected_bad_silicon")}),  # silent corruption: pages, and says so
+    ("crashy_host", {("h0042", "page", "sick_host")}),          # far above its peers in many signatures
+    ("crash_loop", {("h0042", "ticket", "crash_loop")}),        # one pod's loop: a ticket, not a page
+    ("fleet_wave", set()),                                      # the fleet rises with it: no page per host
+    ("rack_wave", set()),                                       # the rack's peers rise with it
 ])
-def test_host_spike_table(fl: SimpleNamespace, what: str, pages: set[str]) -> None:
+def test_host_spike_table(fl: SimpleNamespace, what: str, alerts_: set[tuple[str, str, str]]) -> None:
     at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
     events = fl.merged(fl.hosts(), fl.background(200, fl.T0, fl.T0 + 3 * fl.DAY),
                        fl.telemetry_background(200, fl.T0, fl.T0 + 3 * fl.DAY), _trouble(fl, what, at))
     alerts = fl.firing(fl.run(events, detectors=["host_spike"]))
-    assert {a.host for a in alerts} == pages, [a.summary for a in alerts]
-    assert len(alerts) == len(pages)  # one alert per episode
+    assert {(a.host, a.severity, a.finding) for a in alerts} == alerts_, [a.summary for a in alerts]
+    assert len(alerts) == len(alerts_)  # one alert per episode
     for a in alerts:
-        assert a.kind == "host_spike" and a.p_value is not None and a.p_value < DetectorConfig().host_alpha
-        assert a.observed and a.expected is not None and a.observed >= 5 * a.expected
-    if what == "sick_host":
-        (a,) = alerts
-        assert "corruption" in (a.summary or "")
-        assert any("distinct signatures" in n for n in a.notes or [])
+        assert a.kind == "host_spike" and a.incident == f"host:{a.host}"
+        if a.finding == "crash_loop":   # a count finding: no test against peers, the loop's own numbers
+            assert a.observed and a.observed >= DetectorConfig().loop_min_crashes
+            assert "crash loop" in (a.summary or "") and a.notes
+            continue
+        assert a.p_value is not None and a.p_value < DetectorConfig().host_alpha
+        assert a.observed and a.expected is not None and a.observed >= 4 * a.expected
+        assert any("signatures" in n for n in a.notes or [])
+
+
+def test_only_failing_hosts_report_and_a_storm_still_stands_out(fl: SimpleNamespace) -> None:
+    """Peers come from the inventory: 200 announced hosts, only a handful ever send anything."""
+    at = fl.T0 + 2 * fl.DAY
+    quiet = [fl.tel(fl.T0 + k * 7 * fl.HOUR, f"h{k % 5:04d}", "ecc_uncorrected") for k in range(8)]
+    storm = [fl.tel(at + i * 90_000, "h0150", "ecc_uncorrected") for i in range(33)]       # 33 DBEs within an hour
+    other = [fl.tel(at + 5 * fl.MIN + i * 95_000, "h0151", "ecc_uncorrected") for i in range(30)]  # at the same time
+    events = fl.merged(fl.hosts(), fl.heartbeat(fl.T0, at + fl.DAY), quiet, storm, other)
+    alerts = fl.firing(fl.run(events, detectors=["telemetry_host"], end_ms=at + fl.DAY))
+    assert {a.host for a in alerts} == {"h0150", "h0151"}, [a.summary for a in alerts]
+    assert all(a.finding == "error_storm" and a.severity == "page" for a in alerts)
+
+
+def test_a_chronic_host_is_one_ticket_and_then_its_own_baseline(fl: SimpleNamespace) -> None:
+    """A steady corrected-ECC rate far above its peers for weeks: one ticket, never a page."""
+    end = fl.T0 + 10 * fl.DAY
+    steady = [fl.tel(t, "h0007", "ecc_corrected", count=20) for t in range(fl.T0, end, fl.HOUR)]
+    others = [fl.tel(t + 60_000 * (i % 50), f"h{i:04d}", "ecc_corrected", count=1)
+              for t in range(fl.T0, end, 6 * fl.HOUR) for i in range(0, 200, 3)]
+    events = fl.merged(fl.hosts(), steady, others)
+    alerts = fl.firing(fl.run(events, detectors=["telemetry_host"], end_ms=end))
+    mine = [a for a in alerts if a.host == "h0007"]
+    assert [(a.severity, a.finding) for a in mine] == [("ticket", "chronic")], [a.summary for a in alerts]
+    assert all(a.severity == "ticket" for a in alerts)
+
+
+def test_crashes_on_one_cpu_core_across_signatures_are_bad_silicon(fl: SimpleNamespace) -> None:
+    at = fl.T0 + 2 * fl.DAY
+    on_core = [fl.crash(at + i * 7 * fl.HOUR, "h0011", f"lib{i % 4}!f", cpu=17) for i in range(6)]
+    elsewhere = [fl.crash(at + 3 * fl.HOUR, "h0011", "lib9!g", cpu=3)]
+    # another host whose crashes all ran on one core but in one signature: a bug, not silicon
+    one_sig = [fl.crash(at + i * 7 * fl.HOUR + fl.MIN, "h0012", "app!f", cpu=5) for i in range(6)]
+    events = fl.merged(fl.hosts(), fl.heartbeat(fl.T0, at + 3 * fl.DAY), on_core, elsewhere, one_sig)
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=at + 3 * fl.DAY))
+    silicon = [a for a in alerts if a.finding == "suspected_bad_silicon"]
+    assert [a.host for a in silicon] == ["h0011"], [a.summary for a in alerts]
+    assert "CPU 17" in (silicon[0].summary or "") and silicon[0].severity == "page"
 
 
 @pytest.mark.parametrize(("kw", "odd"), [

@@ -88,8 +88,9 @@ def test_score_grows_with_evidence() -> None:
 @pytest.mark.parametrize("bad", [
     {"sig_alpha": 0.0},                 # an alpha must be a probability
     {"corr_fdr": 1.5},
-    {"bucket_s": 0.0},                  # windows are whole buckets
-    {"host_windows_s": (60.0,)},        # a window shorter than a bucket
+    {"step_s": 0.0},                    # decisions happen on a grid of steps
+    {"host_scales_s": (60.0,)},         # a scale shorter than a step
+    {"cohort_scales_s": (86400.0, 3600.0)},  # scales shortest first
     {"max_keys": 0},
 ])
 def test_bad_config_fails_at_start_up(bad: dict) -> None:

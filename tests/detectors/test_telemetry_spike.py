@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from fleetepi.detectors import DetectorConfig
-from fleetepi.detectors.telemetry_spike import ThermalCrossings, channel_of
+from fleetepi.detectors.cases import ROUTES, Crossings, channel_of
 
 
 def _trouble(fl: SimpleNamespace, what: str, at: int) -> list:
@@ -39,6 +39,8 @@ def test_telemetry_table(fl: SimpleNamespace, what: str, expected: set[tuple]) -
     got = set()
     for a in alerts:
         assert a.kind == "telemetry_spike" and a.telemetry_kind and a.p_value is not None
+        assert a.severity == "page" and a.finding in {"error_storm", "cohort_outbreak", "association_rising",
+                                                      "fleet_rise"}
         if a.host is not None:
             got.add(("host", a.telemetry_kind, a.code, a.host, None))
         elif a.attribute is not None:
@@ -58,13 +60,17 @@ def test_telemetry_table(fl: SimpleNamespace, what: str, expected: set[tuple]) -
     ([(0, None)], 1),                            # a thermal event without a reading: one
 ])
 def test_thermal_crossings(fl: SimpleNamespace, readings: list, crossings: int) -> None:
-    th = ThermalCrossings(threshold_c=90.0, rearm_s=600.0)
+    th = Crossings(threshold_c=90.0, rearm_ms=600_000)
     n = sum(th.crossing(fl.tel(fl.T0 + m * fl.MIN, "h1", "thermal", value=v, device="GPU3"), fl.T0 + m * fl.MIN)
             for m, v in readings)
     assert n == crossings
 
 
-def test_channels(fl: SimpleNamespace) -> None:
+def test_channels_and_routes(fl: SimpleNamespace) -> None:
     assert channel_of(fl.tel(fl.T0, "h", "xid", 79)) == "xid:79"
     assert channel_of(fl.tel(fl.T0, "h", "ecc_uncorrected")) == "ecc_uncorrected"
     assert "xid:43" in DetectorConfig().tel_cohort_skip
+    # one routing table, owned by the detectors, naming every detector the registry builds
+    from fleetepi.detectors.registry import NAMES
+
+    assert set(ROUTES) == set(NAMES) and set(ROUTES.values()) == {"signature", "host", "channel"}

@@ -1,46 +1,45 @@
-"""Event-time windows: the ring buffer and the daily baseline."""
+"""Event-time windows and decayed counts: the building blocks every detector folds into."""
 
 from __future__ import annotations
+
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetepi.detectors.windows import DAY_H, DailyBaseline, Ring, window_expectation
+from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n
+from fleetepi.detectors.windows import DAY_H, DailyBaseline, Windows, window_expectation
 
 
-def test_ring_slides_and_refuses_what_left_the_window() -> None:
-    r = Ring(3)
-    assert r.add(10, 1.0)          # first bucket
-    assert r.add(11, 2.0)          # next one
-    assert r.add(10, 1.0)          # late but inside the window: still counted
-    assert r.total == 4.0
-    r.roll(13)                     # bucket 10 leaves (window 11..13)
-    assert r.total == 2.0
-    assert not r.add(10, 5.0)      # late beyond the window: refused, caller counts it
-    assert r.total_at(20) == 0.0   # a look ahead does not mutate
-    assert r.total == 2.0
-    r.roll(100)                    # a long silence empties it
-    assert r.total == 0.0
+def test_windows_slide_side_by_side_and_refuse_what_left() -> None:
+    w = Windows.new((1, 3))
+    assert w.add(10, 1.0)           # first bucket
+    assert w.add(11, 2.0)           # next one
+    assert w.add(10, 1.0)           # late but inside the longest window: still counted
+    assert w.totals == [2.0, 4.0]   # the one-bucket window holds bucket 11 only
+    w.roll(13)                      # bucket 10 leaves the 3-bucket window (11..13)
+    assert w.totals == [0.0, 2.0]
+    assert not w.add(10, 5.0)       # beyond the longest window: refused, the caller counts it
+    assert w.spread(1) == 1         # one non-empty bucket left
+    w.roll(100)                     # a long silence empties it
+    assert w.totals == [0.0, 0.0]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 11), st.floats(0.5, 3.0)), min_size=1, max_size=40), st.randoms())
-def test_order_within_a_window_does_not_change_the_count(items: list[tuple[int, float]], rnd: object) -> None:
-    a, b = Ring(12), Ring(12)
-    for bucket, w in items:
-        a.add(bucket, w)
-    shuffled = list(items)
-    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
-    for bucket, w in shuffled:
-        b.add(bucket, w)
-    a.roll(11)
-    b.roll(11)
-    assert abs(a.total - b.total) < 1e-9
-    assert a.cells == b.cells or all(abs(x - y) < 1e-9 for x, y in zip(a.cells, b.cells))
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.floats(0.5, 3.0)), min_size=1, max_size=60))
+def test_window_totals_equal_a_recount(items: list[tuple[int, float]]) -> None:
+    w = Windows.new((3, 12))
+    kept: list[tuple[int, float]] = []
+    for b, x in items:
+        if w.add(b, x):
+            kept.append((b, x))
+        for i, size in enumerate(w.sizes):
+            expect = sum(v for bb, v in kept if w.head - size < bb <= w.head)
+            assert math.isclose(w.totals[i], expect, abs_tol=1e-6)
 
 
-def test_baseline_learns_the_daily_cycle_and_keeps_a_guard_band() -> None:
-    base = DailyBaseline(start_hour=0)
+def test_baseline_learns_the_daily_cycle_keeps_a_guard_band_and_its_dispersion() -> None:
+    base = DailyBaseline.new(start_hour=0)
     for day in range(14):
         for h in range(24):
             base.add(day * 24 + h, 10.0 if h == 12 else 1.0)
@@ -52,10 +51,23 @@ def test_baseline_learns_the_daily_cycle_and_keeps_a_guard_band() -> None:
     assert 0.8 < rates[3] < 1.6             # a quiet hour near its own rate
     mu = window_expectation(rates, end_bucket=(12 * 3600 // 300) + 11, n_buckets=12, bucket_ms=300_000)
     assert abs(mu - rates[12]) < 1e-9       # one whole hour of noon
+    # counts that equal their expectation are underdispersed against Poisson: no extra dispersion learned
+    assert base.dispersion(False, prior=0.05, prior_weight=50.0) < 0.05
+
+
+def test_a_swinging_key_learns_its_dispersion() -> None:
+    calm, swinging = DailyBaseline.new(0), DailyBaseline.new(0)
+    for day in range(20):
+        for h in range(24):
+            calm.add(day * 24 + h, 5.0)
+            swinging.add(day * 24 + h, 10.0 if day % 2 else 0.0)   # the same mean, day-to-day swings
+    for b in (calm, swinging):
+        b.fold_until(20 * 24, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
+    assert swinging.dispersion(True, 0.05, 50.0) > 10 * calm.dispersion(True, 0.05, 50.0)
 
 
 def test_an_hour_that_fired_is_folded_at_most_at_the_expected_rate() -> None:
-    base = DailyBaseline(start_hour=0, warm_hours=24.0 * 7)
+    base = DailyBaseline.new(start_hour=0, warm_hours=24.0 * 7)
     for h in range(5):
         base.add(h, 2.0)
     base.fold_until(5, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
@@ -66,3 +78,26 @@ def test_an_hour_that_fired_is_folded_at_most_at_the_expected_rate() -> None:
     assert base.c[5] < 2.0 and base.c[6] < 2.0  # the outbreak did not become the new normal
     assert base.c[4] == 2.0
     assert sum(base.e) > DAY_H  # silent history credited
+
+
+def test_decayed_counts_survive_a_rebase_exactly() -> None:
+    clock = DecayClock((3600.0, 86400.0), ref_ms=0)
+    stored = [0.0, 0.0]
+    for t in (0, 600_000, 3_600_000):
+        g = clock.g(t)
+        stored = [s + gi for s, gi in zip(stored, g)]
+    at = 7_200_000
+    before = [s / gi for s, gi in zip(stored, clock.g(at))]
+    f = clock.rebase(5 * 3_600_000)
+    stored = [s * fi for s, fi in zip(stored, f)]
+    after = [s / gi for s, gi in zip(stored, clock.g(at))]
+    assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(before, after))
+    # at the hour scale, cases at 0, 10 and 60 minutes weigh e^-2, e^-11/6 and e^-1 two hours in
+    assert math.isclose(before[0], math.exp(-2) + math.exp(-11 / 6) + math.exp(-1), rel_tol=1e-9)
+
+
+def test_effective_counts_and_exposure() -> None:
+    assert kish_n(10.0, 10.0) == 10.0      # ten reports of one error each: ten units
+    assert kish_n(500.0, 250_000.0) == 1.0  # one report of 500 errors: one unit
+    assert math.isclose(exposure_hours(0, 3_600_000, 1e9), 1.0, rel_tol=1e-5)  # an hour old: an hour at long scales
+    assert exposure_hours(0, 100 * 3_600_000, 3600.0) < 1.01  # long present: about tau
