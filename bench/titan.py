@@ -85,6 +85,9 @@ def ensure_events(refresh: bool = False) -> Path:
     if refresh or not path.exists():
         print(f"converting the Titan CSVs into {path.relative_to(ROOT)} (cached) ...", file=sys.stderr, flush=True)
         titan_data.write_jsonl(titan_data.convert().events, path)
+        for stale in CACHE.glob("titan-*.jsonl.gz"):
+            if stale != path:
+                stale.unlink()  # made by an older converter or from other inputs
     return path
 
 
@@ -378,8 +381,8 @@ def text_lines(r: Report) -> list[str]:
     t = r.timing
     if t:
         out += ["", f"replay: {t['events_per_cpu_s']:,.0f} events/s of CPU ({t['engine_cpu_s']:.1f} s CPU, "
-                    f"{t['engine_wall_s']:.1f} s wall); decoding alone {t['decode_events_per_cpu_s']:,.0f} events/s; "
-                    f"load average {t['loadavg']}"]
+                    f"{t['engine_wall_s']:.1f} s wall, {t['steps']:,.0f} evaluation steps); decoding alone "
+                    f"{t['decode_events_per_cpu_s']:,.0f} events/s; load average {t['loadavg']}"]
     return out
 
 
@@ -404,7 +407,9 @@ def markdown(r: Report, meta: dict[str, Any]) -> str:
         f"**{_pf(r.batch_old_pass)}** | rank {_rank(r.batch_old_time_rank, n_target)} by first alert, "
         f"{_rank(r.batch_old_score_rank, n_target)} by score, {_rank(r.batch_old_rr_rank, n_target)} by RR |",
         f"| hosts with >= {BURST_MIN_ERRORS} errors in a day flagged | **{_pf(r.bursts_pass)}** | "
-        f"{sum(1 for b in r.bursts if b.flagged)} of {len(r.bursts)} burst days; "
+        f"{sum(1 for b in r.bursts if b.flagged)} of {len(r.bursts)} burst days, "
+        f"{len({b.host for b in r.bursts} - {b.host for b in r.bursts if not b.flagged})} of "
+        f"{len({b.host for b in r.bursts})} hosts; "
         f"{len(r.other_host_alerts)} of {r.host_alerts} host alerts without a burst |", "",
         "Definitions: the wave start is the first of "
         f"{titan_data.WAVE_RUN_MONTHS} consecutive months in which more old-batch GPUs fail (first report "
@@ -418,15 +423,18 @@ def markdown(r: Report, meta: dict[str, Any]) -> str:
         f"cage 0 within the old batch {r.facts['cage2_cage0_ratio']:.2f}x, wave start {r.facts['wave_start_month']}. "
         "The README's ~25x and ~3x count GPUs *taken out* after a failure, each at the location where it spent "
         f"the longest time ({ref['dead']['old_new_ratio']:.1f}x and {ref['dead']['cage2_cage0_ratio']:.2f}x from "
-        "the paper's summary file); events tell a failure report, not a removal, at the node where it "
-        f"happened: GPUs with any report give {ref['reported']['old_new_ratio']:.1f}x in the summary file, "
-        "and a GPU moved after a first failure often failed again at a cooler position, which lowers the cage "
-        "ratio by location at failure. `.venv/bin/python bench/titan_data.py --check` prints all three.", "",
+        "the paper's summary file). Events tell a failure report, not a removal (GPUs with any report give "
+        f"{ref['reported']['old_new_ratio']:.1f}x in the summary file), at the node that reported it: a GPU "
+        "that moved is counted there, not where it spent the longest time, and for several hundred old GPUs "
+        "the two are in different cages (mostly cage 2 in the paper, cage 0 or 1 at the failure). "
+        "`.venv/bin/python bench/titan_data.py --check` prints all three.", "",
         "## Timing", "",
         f"- replay through the Engine: {t.get('engine_cpu_s', 0):.1f} s CPU, {t.get('engine_wall_s', 0):.1f} s wall = "
         f"{t.get('events_per_cpu_s', 0):,.0f} events per CPU-second; decoding the same file alone: "
         f"{t.get('decode_events_per_cpu_s', 0):,.0f} events/s (load average {t.get('loadavg', '?')}; shared "
-        "machine: the lead re-measures on a quiet one).", "",
+        "machine: the lead re-measures on a quiet one). Few events over six years: the engine evaluates "
+        f"every step boundary of event time ({t.get('steps', 0):,.0f} steps of `step_s`), so this rate "
+        "measures the cost of time passing more than the cost of events.", "",
         "Reproduce: `.venv/bin/python bench/titan.py` (`--config FILE` to try settings, `--json` for scripts).", ""]
     return "\n".join(lines)
 
@@ -475,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
                      "events_per_cpu_s": len(events) / run.cpu_s if run.cpu_s else 0.0,
                      "decode_cpu_s": decode_cpu,
                      "decode_events_per_cpu_s": len(events) / decode_cpu if decode_cpu else 0.0,
+                     "steps": (events[-1].ts_ms - events[0].ts_ms) / 1000 / config.step_s,
                      "loadavg": _loadavg()}  # type: ignore[dict-item]
     if run.counters["invalid"]:
         print(f"engine rejected events: {run.counters['invalid']}", file=sys.stderr)

@@ -34,22 +34,28 @@ How the files map to events, and why (read with the paper's
   that can never fail, and -- since a failure is logged at the very time
   of the pull -- risk dating a failure after its own host went empty. The
   price: empty node-time counts in its batch's denominator
-  (:func:`empty_share` measures it: ~2 % of node-time).
+  (:func:`empty_share` measures it: 5.3 % of node-time, 2.4 % after the
+  inventory of 2014-01-21 that first saw most nodes).
+  Five locations got their first GPU only in 2017-2018, four of them a
+  new one: by this rule those four are new-batch hosts from the start.
 - **A failure is one DBE or OTB row**, dated by its ``remove`` column:
   DBE (double-bit ECC error) -> ``ecc_uncorrected`` with ``count`` 1, OTB
   (GPU fell off the bus) -> ``xid`` 79 (NVIDIA's "GPU has fallen off the
   bus"); ``device`` is the GPU serial. The paper's script full-joins the
   error log onto the inventory stays by (serial, location, time): a stay
-  row that carries an event is an error logged at the time the stay was
-  last seen (the pull); a row without ``insert`` is an error logged while
-  the GPU stayed in place -- mostly an earlier report of the failure that
-  later got the GPU pulled (hours to weeks before), sometimes one that
-  never did. Each row is a real line of the error log, so each becomes one
-  event; ``message`` says ``repeat`` when the same serial already reported
-  at that location (:data:`REPEAT`), and :func:`published_facts` counts
-  failed GPUs, not reports, where it compares with the paper. ``out``
-  (last seen before the final inventory) and ``duration`` only restate the
-  stay and are not needed for the events.
+  row that carries an event is an error dated at the stay's end (the error
+  ended the stay); a row without ``insert`` (1,158) is an error logged
+  while the GPU stayed in place -- 1,048 of them earlier reports by a GPU
+  whose stay then ended with an error (median 24 minutes before, a tenth
+  more than four weeks), 74 by a GPU whose stay ended without one. Each
+  row is a real line of the error log, so each becomes one event;
+  ``message`` says ``repeat`` when the same serial already reported at
+  that location (:data:`REPEAT`), and :func:`published_facts` counts
+  failed GPUs, not reports, where it compares with the paper. 40 reports
+  name a serial that the inventory places elsewhere (or nowhere) at that
+  time; they stay at the node the error log names (noted as
+  ``serial_not_in_place``). ``out`` (last seen before the final
+  inventory) and ``duration`` only restate the stay; no event needs them.
 - Rows that cannot be used are skipped with a counted reason
   (:data:`SKIP_REASONS`); the run goes on.
 
