@@ -120,9 +120,10 @@ def rate_ratio_ci(a: float, c: float, e1: float, e0: float, z: float = 1.96) -> 
     """Rate ratio of ``a`` cases over ``e1`` host-time against ``c`` over ``e0``, log-normal 95 % CI."""
     if e1 <= 0 or e0 <= 0:
         return (math.inf, 0.0, math.inf)
-    a2, c2 = (a + 0.5, c + 0.5) if a <= 0 or c <= 0 else (a, c)
+    # Haldane: half a case added to each side when either has less than one (effective counts)
+    a2, c2 = (a + 0.5, c + 0.5) if a < 1.0 or c < 1.0 else (a, c)
     rr = (a2 / e1) / (c2 / e0)
-    se = math.sqrt(1.0 / a2 + 1.0 / c2)
+    se = min(math.sqrt(1.0 / a2 + 1.0 / c2), 50.0)
     return rr, rr * math.exp(-z * se), rr * math.exp(z * se)
 
 
@@ -329,32 +330,12 @@ class CohortCorrelation(Struct):
                     notes_of[alias].append(f"alias: {a}={v} has exactly the same hosts (confounded; the data "
                                            f"cannot tell them apart)")
                 continue
-            if accepted:
-                union = frozenset().union(*(m for _, m in accepted))
-                k_res = n_res = 0.0
-                akey = a + "\x1f"
-                for h, hc in st.hosts.items():
-                    if h in union:
-                        continue
-                    hk = inventory.latest_keys(h)
-                    if not any(x.startswith(akey) for x in hk):
-                        continue
-                    u = hc[t.scale] / g[t.scale]
-                    n_res += u
-                    if t.pair in hk:
-                        k_res += u
-                fleet_res = len(by_attr.get(a, frozenset()) - union)
-                n1_res = len(mine - union)
-                p_res = (binom_sf_real(k_res, n_res, n1_res / fleet_res) if fleet_res > 0 and n1_res > 0
-                         and n_res > 0 else 1.0)
-                if p_res > self.explain_alpha:
-                    for apk, amem in accepted:
-                        if apk in notes_of:
-                            rel = "nested: also explains the excess of the wider cohort" if mine > amem else "explains"
-                            notes_of[apk].append(f"{rel} {a}={v} (outside it: {k_res:.3g} of {n_res:.3g} units, "
-                                                 f"p={p_res:.3g})")
-                            break
-                    continue
+            why = self._explained(st, t, a, v, mine, accepted, g, inventory)
+            if why is not None:
+                apk, text = why
+                if apk in notes_of:
+                    notes_of[apk].append(text)
+                continue
             accepted.append((t.pair, mine))
             notes_of[t.pair] = []
             chosen.append(t)
@@ -384,6 +365,59 @@ class CohortCorrelation(Struct):
             out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k, t.n * t.p0, scale_s, t.p,
                                      t.rr, t.lo, t.hi, hosts, tuple(notes)))
         return out
+
+    def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: frozenset[str],
+                   accepted: list[tuple[str, frozenset[str]]], g: tuple[float, ...],
+                   inventory: Inventory) -> tuple[str, str] | None:
+        """Is this cohort's excess another, already accepted, cohort's? (accepted pair, note) or None.
+
+        Only nesting explains: a wider cohort (a datacenter) whose excess is
+        gone outside the accepted cohorts inside it (its rack), or a narrower
+        one (a driver rolled out on one GPU model) whose share within an
+        accepted wider cohort is what that cohort's hosts give anyway.
+        Crossing cohorts (a GPU batch and a cage) are separate findings.
+        Gone means an insignificant residual whose relative risk is below
+        ``min_rr_lower``, not merely a residual too thin to test.
+        """
+        i = t.scale
+        inner = [(apk, amem) for apk, amem in accepted if amem < mine]
+        outer = [(apk, amem) for apk, amem in accepted if mine < amem]
+        if not inner and not outer:
+            return None
+        akey = a + "\x1f"
+        units: list[tuple[str, float, tuple[str, ...]]] = []
+        for h, hc in st.hosts.items():
+            hk = inventory.latest_keys(h)
+            if any(x.startswith(akey) for x in hk):
+                units.append((h, hc[i] / g[i], hk))
+        if inner:
+            union = frozenset().union(*(m for _, m in inner))
+            k_res = sum(u for h, u, hk in units if h not in union and t.pair in hk)
+            n_res = sum(u for h, u, _ in units if h not in union)
+            _, by_attr = inventory.members()
+            fleet_res = len(by_attr.get(a, frozenset()) - union)
+            n1_res = len(mine - union)
+            if fleet_res > n1_res > 0 and n_res > 0:
+                p_res = binom_sf_real(k_res, n_res, n1_res / fleet_res)
+                rr_res = rate_ratio_ci(k_res, n_res - k_res, n1_res, fleet_res - n1_res)[0]
+            else:
+                p_res, rr_res = 1.0, 1.0
+            if p_res > self.explain_alpha and rr_res < self.min_rr_lower:
+                return inner[0][0], (f"nested: also explains the excess of the wider cohort {a}={v} (outside it: "
+                                     f"{k_res:.3g} of {n_res:.3g} units, relative risk {rr_res:.2g}, p={p_res:.3g})")
+        for apk, amem in outer:
+            k_in = sum(u for h, u, _ in units if h in mine)
+            n_in = sum(u for h, u, _ in units if h in amem)
+            share = len(mine) / len(amem)
+            if n_in <= 0 or share >= 1:
+                continue
+            p_in = binom_sf_real(k_in, n_in, share)
+            rr_in = rate_ratio_ci(k_in, n_in - k_in, len(mine), len(amem) - len(mine))[0]
+            if p_in > self.explain_alpha and rr_in < self.min_rr_lower:
+                aa, av = split_key(apk)
+                return apk, (f"within {aa}={av}: {a}={v} holds {k_in:.3g} of its {n_in:.3g} units for {share:.0%} "
+                             f"of its hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): the wider cohort's excess")
+        return None
 
     def _longrun_rr(self, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
                     inventory: Inventory) -> float:

@@ -146,7 +146,7 @@ class DetectorConfig:
     #: And an absolute one-sided p-value ceiling per test.
     corr_alpha: float = 1e-6
     #: Lower 95 % bound of the relative risk must exceed this.
-    corr_min_rr_lower: float = 2.0
+    corr_min_rr_lower: float = 1.5
     #: Distinct affected hosts in the cohort needed.
     corr_min_hosts: int = 3
     #: Effective units (hosts and time weighed, ``kish_n``) of the key needed.
