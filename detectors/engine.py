@@ -118,6 +118,11 @@ class Engine:
         #: Hook ``on_invalid(reason, event, ts_ms)``, called after each admission drop or flag is
         #: counted, so a runner can log it, keep its line number or dead-letter it.
         self.on_invalid: Callable[[str, Event, int], None] | None = None
+        #: Hook ``feed_inventory(ts_ms)``: bring the inventory up to ``ts_ms`` before an event is
+        #: admitted or events dated before ``ts_ms`` are folded. The embedded run needs none
+        #: (announcements are events of the same stream); a stream worker reads them from the hosts
+        #: topic and brings them into force in event time through this (``fleetepi.stream.state``).
+        self.feed_inventory: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ processing
     def process(self, event: Event) -> list[Alert]:
@@ -143,14 +148,17 @@ class Engine:
         else:
             kind = "crash" if type(event) is Crash else "telemetry"
             self.events[kind] += 1
+            if self.feed_inventory is not None:
+                self.feed_inventory(ts_ms)
             if not self.inventory.seen(event.host, ts_ms):  # type: ignore[union-attr]
                 self.invalid["unknown_host"] += 1
                 if self.on_invalid is not None:
                     self.on_invalid("unknown_host", event, ts_ms)
-            if ts_ms < self._folded_ms:
-                self.flags["folded_late"] += 1
-            self._seq += 1
-            self._buffer.append((ts_ms, self._seq, event))  # type: ignore[arg-type]
+            if self.detectors:  # an input stage's engine only admits and counts
+                if ts_ms < self._folded_ms:
+                    self.flags["folded_late"] += 1
+                self._seq += 1
+                self._buffer.append((ts_ms, self._seq, event))  # type: ignore[arg-type]
         if wm is None or ts_ms > wm:
             self.watermark_ms = ts_ms
             if wm is None:
@@ -237,6 +245,8 @@ class Engine:
         if ctx.start_ms is None:
             ctx.start_ms = self.inventory.first_ms
         horizon = at_ms - self._settle_ms
+        if self.feed_inventory is not None:
+            self.feed_inventory(horizon - 1)  # announcements dated before the fold horizon are in force
         self._fold(horizon)
         clock = self.clock
         if clock.due(at_ms):

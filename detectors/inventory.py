@@ -103,6 +103,8 @@ class Inventory:
         #: First time each host was seen (announced or sending): its own exposure starts there.
         self.since: dict[str, int] = {}
         self._exposure: dict[Pair, _Exposure] = {}
+        #: hosts that sent events but were never announced (their stand-in entry waits for one)
+        self._unannounced: set[str] = set()
         self._exp_cache: tuple[int, int, dict[Pair, list[float]], int] = (-1, -1, {}, 0)
         self._members: tuple[int, dict[Pair, frozenset[str]], dict[str, frozenset[str]]] | None = None
 
@@ -124,6 +126,14 @@ class Inventory:
         if host not in self.since or ts_ms < self.since[host]:
             self.since[host] = ts_ms
         hist = self._hosts.get(host)
+        if hist is not None and host in self._unannounced:
+            # it sent events before its first announcement: the announcement replaces the stand-in,
+            # and the host keeps its place in the fleet's groups
+            self._unannounced.discard(host)
+            hist.times, hist.attrs, hist.keys = [ts_ms], [dict(attributes)], [_keys_of(attributes)]
+            self._regroup({}, hist.attrs[-1], ts_ms)
+            self.version += 1
+            return True
         if hist is None:
             hist = self._hosts[host] = _History([], [], [])
         latest = hist.attrs[-1] if hist.attrs else None
@@ -245,6 +255,7 @@ class Inventory:
         if host in self._hosts:
             return True
         self._hosts[host] = _History([ts_ms], [{}], [()])
+        self._unannounced.add(host)
         self.since[host] = ts_ms
         if self.first_ms is None:
             self.first_ms = ts_ms
@@ -343,7 +354,7 @@ class Inventory:
     # ------------------------------------------------------------------ state
     def snapshot(self) -> dict:
         return {"hosts": {h: [list(zip(v.times, v.attrs))] for h, v in self._hosts.items()},
-                "since": dict(self.since),
+                "since": dict(self.since), "unannounced": sorted(self._unannounced),
                 "exposure": {f"{a}\x1f{v}": [ex.stored, ex.n, ex.t_ms] for (a, v), ex in self._exposure.items()},
                 "first_ms": self.first_ms}
 
@@ -367,6 +378,7 @@ class Inventory:
                         self.cohort_sizes[(a, v)] += 1
                         self.sizes[pair_key(a, v)] += 1
         self.since = {str(h): int(t) for h, t in state["since"].items()}
+        self._unannounced = set(state.get("unannounced", ()))
         for key, (stored, n, t_ms) in state["exposure"].items():
             a, v = key.split("\x1f", 1)
             self._exposure[(a, v)] = _Exposure([float(x) for x in stored], int(n), int(t_ms))

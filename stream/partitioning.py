@@ -1,27 +1,28 @@
-"""Which state lives on which partition: the four stages of a worker.
+"""Which state lives on which partition: the three stages of a worker.
 
-``fleetepi.detectors.registry.ROUTE_OF`` says under which key each detector keeps
-its state. Signature-keyed detectors need every crash of a signature on one partition
-owner, cohort telemetry every event of one ``kind:code``, and host detectors
-both the crashes *and* the hardware telemetry of a host, merged in event
-time (host_spike weighs both). The input stages validate (dead letters) and
-forward every event, unchanged, to internal topics keyed that way
-(repartitioning), whose consumers run the detectors. Host events are
-forwarded too, rather than consumed in place from the two host-keyed input
-topics, because merging two topics in event time needs the watermark of
-each, which bundles carry::
+The input stages validate (dead letters) and forward every event,
+unchanged, to one internal topic of one partition, whose consumer runs
+every detector on the merged stream of all input partitions, in event time::
 
-    fleetepi.crashes   (key host) ─ stage "crashes"   (validate) ─┬ by signature, by host
-    fleetepi.telemetry (key host) ─ stage "telemetry" (validate) ─┴ by kind:code, by host
-    fleetepi.events.by-host       ─ stage "host"      [host_spike, telemetry_host]
-    fleetepi.crashes.by-signature ─ stage "signature" [signature_spike, hardware_correlation]
-    fleetepi.telemetry.by-cohort  ─ stage "cohort"    [telemetry_cohort]
+    fleetepi.crashes   (key host) ─ stage "crashes"   (validate) ─┐
+    fleetepi.telemetry (key host) ─ stage "telemetry" (validate) ─┴▶ fleetepi.events.fleet ─ stage "fleet"
+                                                                      (1 partition: every detector)
+
+Why one partition for the detectors: their decisions are about the fleet —
+a host against every announced host and its peer groups, a cohort's share
+of the fleet's host-time, one false-discovery family across all signatures
+and attributes. Partitioning them by host or by signature made a worker's
+peers and families partition-local, and its alerts differ from a replay's
+(issue 9). The input stages still scale out by partition (decoding,
+validation, dead letters: the per-message work); the fleet stage is one
+Engine, which folds ~10^5 events/s, far above what the agents of a
+32,000-host fleet send (docs/stream.md, "One fleet partition").
 
 Forwarded events travel in *bundles* (:func:`bundle`): one internal record
-per input batch and target partition, each event with its source partition
-and offset. The source position lets the consumer drop the duplicates that
-a re-processed input batch forwards again (after a crash or a rebalance),
-so forwarding is effectively exactly-once for the state.
+per input batch, each event with its source partition and offset. The
+source position lets the consumer drop the duplicates that a re-processed
+input batch forwards again (after a crash or a rebalance), so forwarding is
+effectively exactly-once for the state.
 """
 
 from __future__ import annotations
@@ -33,33 +34,19 @@ from typing import Any
 import msgspec
 
 from fleetepi.contract import Crash, Telemetry
-from fleetepi.detectors.registry import ROUTE_OF
+from fleetepi.detectors.registry import NAMES
 from fleetepi.stream.topics import TopicNames
 
 
-def detectors_for(route: str) -> tuple[str, ...]:
-    """Registry names of the detectors whose state is keyed by ``route``."""
-    return tuple(name for name, r in ROUTE_OF.items() if r == route)
-
-
-def signature_key(event: Crash) -> bytes:
-    """Repartition key of a crash: its signature."""
-    return event.signature.encode()
-
-
-def cohort_key(event: Telemetry) -> bytes:
-    """Repartition key of a telemetry event: ``kind:code`` (the telemetry_cohort state key)."""
-    return f"{event.kind}:{'' if event.code is None else event.code}".encode()
-
-
-def host_key(event: Crash | Telemetry) -> bytes:
-    return event.host.encode()
+def fleet_key(event: Crash | Telemetry) -> bytes:
+    """Repartition key of every event: the fleet topic has one partition."""
+    return b"fleet"
 
 
 #: Source ids of forwarded events: input partition + this base (crashes 0, telemetry 1 << 16).
 SOURCE_BASE = {"crashes": 0, "telemetry": 1 << 16}
 
-_KEYS: dict[str, Callable[[Any], bytes]] = {"signature": signature_key, "cohort": cohort_key, "host": host_key}
+_KEYS: dict[str, Callable[[Any], bytes]] = {"fleet": fleet_key}
 
 
 @dataclass(frozen=True)
@@ -93,15 +80,12 @@ class Stage:
 
 
 def stages(names: TopicNames | None = None) -> tuple[Stage, ...]:
-    """The five stages, input stages first."""
+    """The three stages, input stages first."""
     n = names or TopicNames()
     return (
-        Stage("crashes", n.crashes, Crash, forwards=((n.by_signature, "signature"), (n.by_host, "host"))),
-        Stage("telemetry", n.telemetry, Telemetry, forwards=((n.by_cohort, "cohort"), (n.by_host, "host"))),
-        Stage("host", n.by_host, Crash, detectors_for("host"), framed=True, source_topics=(n.crashes, n.telemetry)),
-        Stage("signature", n.by_signature, Crash, detectors_for("signature"), framed=True, source_topics=(n.crashes,)),
-        Stage("cohort", n.by_cohort, Telemetry, detectors_for("telemetry"), framed=True,
-              source_topics=(n.telemetry,)),
+        Stage("crashes", n.crashes, Crash, forwards=((n.fleet, "fleet"),)),
+        Stage("telemetry", n.telemetry, Telemetry, forwards=((n.fleet, "fleet"),)),
+        Stage("fleet", n.fleet, Crash, NAMES, framed=True, source_topics=(n.crashes, n.telemetry)),
     )
 
 
@@ -194,6 +178,5 @@ def unbundle(value: bytes) -> tuple[int, int | None, int | None, list[Forwarded]
     return b.source, b.watermark_ms, b.first_ms, b.records
 
 
-__all__ = ["BUNDLE_MAX", "SOURCE_BASE", "Bundle", "Forwarded", "Stage", "bundle", "cohort_key", "detectors_for", "host_key",
-           "read_bundle", "signature_key", "split_bundles",
-           "stages", "unbundle"]
+__all__ = ["BUNDLE_MAX", "SOURCE_BASE", "Bundle", "Forwarded", "Stage", "bundle", "fleet_key", "read_bundle",
+           "split_bundles", "stages", "unbundle"]

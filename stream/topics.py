@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from fleetepi.contract import TOPIC_ALERTS, TOPIC_CRASHES, TOPIC_DEADLETTER, TOPIC_HOSTS, TOPIC_TELEMETRY
 from fleetepi.stream.exceptions import StreamError
 
-#: Internal repartition topics: crashes keyed by signature, telemetry keyed by ``kind:code``.
-TOPIC_CRASHES_BY_SIGNATURE = "fleetepi.crashes.by-signature"
-TOPIC_TELEMETRY_BY_COHORT = "fleetepi.telemetry.by-cohort"
-#: Crashes and telemetry merged, keyed by host (host detectors weigh both).
-TOPIC_EVENTS_BY_HOST = "fleetepi.events.by-host"
+#: The internal topic of the fleet stage: crashes and telemetry of every input partition, merged
+#: in event time by the one partition that runs the detectors (docs/stream.md, "One fleet partition").
+TOPIC_EVENTS_FLEET = "fleetepi.events.fleet"
 
 #: Largest message the topics accept (the contract rejects > 1 MiB itself, as ``too_large``).
 MAX_MESSAGE_BYTES = 8 << 20
@@ -60,16 +58,8 @@ class TopicNames:
         return self._n(TOPIC_DEADLETTER)
 
     @property
-    def by_signature(self) -> str:
-        return self._n(TOPIC_CRASHES_BY_SIGNATURE)
-
-    @property
-    def by_cohort(self) -> str:
-        return self._n(TOPIC_TELEMETRY_BY_COHORT)
-
-    @property
-    def by_host(self) -> str:
-        return self._n(TOPIC_EVENTS_BY_HOST)
+    def fleet(self) -> str:
+        return self._n(TOPIC_EVENTS_FLEET)
 
     @property
     def inputs(self) -> tuple[str, str, str]:
@@ -85,26 +75,22 @@ class TopicSpec:
     config: dict[str, str] = field(default_factory=dict)
 
 
-def topic_specs(names: TopicNames | None = None, partitions: int = 4,
-                internal_partitions: int | None = None) -> list[TopicSpec]:
+def topic_specs(names: TopicNames | None = None, partitions: int = 4) -> list[TopicSpec]:
     """Every topic a worker reads or writes.
 
-    :param partitions: of the input topics (hosts, crashes, telemetry) and alerts.
-    :param internal_partitions: of the repartition topics (default: ``partitions``).
+    :param partitions: of the input topics (hosts, crashes, telemetry) and alerts. The fleet
+        topic has one partition: the detectors decide over the whole fleet at once.
     """
     if partitions < 1:
         raise StreamError(f"partitions must be >= 1, got {partitions}")
     n = names or TopicNames()
-    ip = internal_partitions or partitions
     big = {"max.message.bytes": str(MAX_MESSAGE_BYTES)}
     return [
         TopicSpec(n.hosts, partitions, {**big, "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1",
                                             "segment.ms": "3600000"}),
         TopicSpec(n.crashes, partitions, big),
         TopicSpec(n.telemetry, partitions, big),
-        TopicSpec(n.by_signature, ip, big),
-        TopicSpec(n.by_cohort, ip, big),
-        TopicSpec(n.by_host, ip, big),
+        TopicSpec(n.fleet, 1, big),
         TopicSpec(n.alerts, partitions),
         TopicSpec(n.deadletter, 1, big),
     ]
@@ -155,5 +141,5 @@ def partition_counts(admin: object, names: list[str]) -> dict[str, int]:
     return out
 
 
-__all__ = ["MAX_MESSAGE_BYTES", "TOPIC_EVENTS_BY_HOST", "TOPIC_CRASHES_BY_SIGNATURE", "TOPIC_TELEMETRY_BY_COHORT", "TopicNames", "TopicSpec",
-           "ensure_topics", "partition_counts", "topic_specs"]
+__all__ = ["MAX_MESSAGE_BYTES", "TOPIC_EVENTS_FLEET", "TopicNames", "TopicSpec", "ensure_topics", "partition_counts",
+           "topic_specs"]
