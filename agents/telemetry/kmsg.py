@@ -24,10 +24,13 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Annotated, Any, ClassVar, Protocol
+
+import msgspec
+from msgspec import Meta
 
 from fleetepi.agents.exceptions import SourceUnavailable
-from fleetepi.agents.sources.registry import register
+from fleetepi.agents.sources.registry import SourceContext, register
 from fleetepi.agents.telemetry.dedup import Deduplicator
 from fleetepi.agents.telemetry.logparse import KernelLogParser, Parsed, Rejected
 from fleetepi.agents.telemetry.rules import load_rules, reasons
@@ -37,6 +40,7 @@ from fleetepi.contract import Telemetry, ts_from_ms
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 65536
+JOURNAL_COMMAND = ("journalctl", "-k", "-f", "-o", "cat", "-n", "0")
 
 
 class LineReader(Protocol):
@@ -127,7 +131,7 @@ class KmsgReader:
 class JournalReader:
     """``journalctl -k -f -o cat -n 0`` as a child process, read non-blocking."""
 
-    def __init__(self, command: Sequence[str] = ("journalctl", "-k", "-f", "-o", "cat", "-n", "0")) -> None:
+    def __init__(self, command: Sequence[str] = JOURNAL_COMMAND) -> None:
         if shutil.which(command[0]) is None:
             raise SourceUnavailable(f"{command[0]} not found (no systemd journal on this host)")
         self.command = list(command)
@@ -283,7 +287,33 @@ def to_telemetry(p: Parsed, host: str, ts: object) -> Telemetry:
     )
 
 
-@register("kmsg")
+class _KernelLogOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    #: directory of rules.json / xid-catalog.tsv / severity.tsv (default: the shipped ones)
+    rules_dir: str | None = None
+    #: counting interval of the deduplicator; default: the agent's ``dedup_interval_s``
+    dedup_interval_s: Annotated[float, Meta(gt=0)] | None = None
+
+
+class KmsgOptions(_KernelLogOptions, frozen=True, forbid_unknown_fields=True):
+    path: str = "/dev/kmsg"
+    from_start: bool = False
+
+
+class JournalOptions(_KernelLogOptions, frozen=True, forbid_unknown_fields=True):
+    command: Annotated[list[str], Meta(min_length=1)] = msgspec.field(default_factory=lambda: list(JOURNAL_COMMAND))
+
+
+class LogFileOptions(_KernelLogOptions, frozen=True, forbid_unknown_fields=True):
+    path: str
+    from_start: bool = True
+
+
+def _common(options: _KernelLogOptions, ctx: SourceContext) -> dict[str, Any]:
+    return {"rules_dir": options.rules_dir or str(RULES_DIR),
+            "dedup_interval_s": options.dedup_interval_s or ctx.dedup_interval_s}
+
+
+@register("kmsg", KmsgOptions)
 class KmsgSource(KernelLogSource):
     """Kernel log from ``/dev/kmsg`` (config: ``path``, ``from_start``, ``dedup_interval_s``)."""
 
@@ -293,19 +323,27 @@ class KmsgSource(KernelLogSource):
                  rules_dir: str = str(RULES_DIR), dedup_interval_s: float = 10.0) -> None:
         super().__init__(host, KmsgReader(path, from_start), rules_dir, dedup_interval_s)
 
+    @classmethod
+    def from_options(cls, options: KmsgOptions, ctx: SourceContext) -> KmsgSource:
+        return cls(ctx.host, options.path, options.from_start, **_common(options, ctx))
 
-@register("journal")
+
+@register("journal", JournalOptions)
 class JournalSource(KernelLogSource):
     """Kernel log through ``journalctl -k -f`` (config: ``command``, ``dedup_interval_s``)."""
 
     kind: ClassVar[str] = "journal"
 
-    def __init__(self, host: str, command: Sequence[str] = ("journalctl", "-k", "-f", "-o", "cat", "-n", "0"),
+    def __init__(self, host: str, command: Sequence[str] = JOURNAL_COMMAND,
                  rules_dir: str = str(RULES_DIR), dedup_interval_s: float = 10.0) -> None:
         super().__init__(host, JournalReader(command), rules_dir, dedup_interval_s)
 
+    @classmethod
+    def from_options(cls, options: JournalOptions, ctx: SourceContext) -> JournalSource:
+        return cls(ctx.host, options.command, **_common(options, ctx))
 
-@register("logfile")
+
+@register("logfile", LogFileOptions)
 class LogFileSource(KernelLogSource):
     """Kernel log lines from a file (config: ``path``, ``from_start``, ``dedup_interval_s``)."""
 
@@ -314,6 +352,10 @@ class LogFileSource(KernelLogSource):
     def __init__(self, host: str, path: str, from_start: bool = True,
                  rules_dir: str = str(RULES_DIR), dedup_interval_s: float = 10.0) -> None:
         super().__init__(host, FileReader(path, from_start), rules_dir, dedup_interval_s)
+
+    @classmethod
+    def from_options(cls, options: LogFileOptions, ctx: SourceContext) -> LogFileSource:
+        return cls(ctx.host, options.path, options.from_start, **_common(options, ctx))
 
 
 class FakeLogSource:
@@ -334,6 +376,6 @@ class FakeLogSource:
 
 
 __all__ = [
-    "FakeLogSource", "FileReader", "JournalReader", "JournalSource", "KernelLogSource", "KmsgReader",
-    "KmsgSource", "LineReader", "LogFileSource", "to_telemetry",
+    "FakeLogSource", "FileReader", "JournalOptions", "JournalReader", "JournalSource", "KernelLogSource", "KmsgOptions",
+    "KmsgReader", "KmsgSource", "LineReader", "LogFileOptions", "LogFileSource", "to_telemetry",
 ]
