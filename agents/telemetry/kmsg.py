@@ -31,11 +31,11 @@ from msgspec import Meta
 
 from fleetepi.agents.exceptions import SourceUnavailable
 from fleetepi.agents.sources.registry import SourceContext, register
-from fleetepi.agents.telemetry.dedup import Deduplicator
-from fleetepi.agents.telemetry.logparse import KernelLogParser, Parsed, Rejected
+from fleetepi.agents.telemetry.dedup import Deduplicator, crash_key
+from fleetepi.agents.telemetry.logparse import CrashLine, KernelLogParser, Parsed, Rejected
 from fleetepi.agents.telemetry.rules import load_rules, reasons
 from fleetepi.agents.telemetry.xid import RULES_DIR, load_catalog
-from fleetepi.contract import Telemetry, ts_from_ms
+from fleetepi.contract import Crash, Telemetry, ts_from_ms
 
 log = logging.getLogger(__name__)
 
@@ -246,13 +246,14 @@ class KernelLogSource:
         self.host = host
         self.reader = reader
         self.parser = KernelLogParser(load_rules(rules_dir), load_catalog(rules_dir))
-        self.dedup = Deduplicator(dedup_interval_s)
+        self.dedup: Deduplicator[Telemetry] = Deduplicator(dedup_interval_s)
+        self.crash_dedup: Deduplicator[Crash] = Deduplicator(dedup_interval_s, key=crash_key, overflow=None)
         self.max_lines_per_poll = max_lines_per_poll
         #: outcome -> lines ("event" or the rejection reason): what the agent exports.
         self.outcomes: Counter[str] = Counter()
 
-    def poll(self, now_ms: int) -> Iterable[Telemetry]:
-        out: list[Telemetry] = []
+    def poll(self, now_ms: int) -> Iterable[Telemetry | Crash]:
+        out: list[Telemetry | Crash] = []
         ts = ts_from_ms(now_ms)
         for line in self.reader.read_lines(self.max_lines_per_poll):
             outcome = self.parser.parse(line)
@@ -260,23 +261,37 @@ class KernelLogSource:
                 self.outcomes[outcome.reason] += 1
                 continue
             self.outcomes["event"] += 1
+            if isinstance(outcome, CrashLine):
+                crash = to_crash(outcome, self.host, ts)
+                if self.crash_dedup.offer(crash, now_ms) is not None:
+                    out.append(crash)
+                continue
             ev = to_telemetry(outcome, self.host, ts)
             first = self.dedup.offer(ev, now_ms)
             if first is not None:
                 out.append(first)
         out.extend(self.dedup.flush(now_ms))
+        out.extend(self.crash_dedup.flush(now_ms))
         return out
 
     def known_outcomes(self) -> list[str]:
         """Every outcome a line can have, so their counters exist at 0 before the first line."""
         return ["event", *sorted(reasons(self.parser.rules))]
 
-    def drain(self, now_ms: int) -> list[Telemetry]:
+    def drain(self, now_ms: int) -> list[Telemetry | Crash]:
         """Counted repeats still open (called at shutdown and by ``--once``)."""
-        return self.dedup.flush(now_ms, force=True)
+        return [*self.dedup.flush(now_ms, force=True), *self.crash_dedup.flush(now_ms, force=True)]
 
     def close(self) -> None:
         self.reader.close()
+
+
+def to_crash(c: CrashLine, host: str, ts: object) -> Crash:
+    """A kernel crash line as the contract's crash event (origin ``kernel_log`` or ``oom_kill``)."""
+    f = c.fields
+    return Crash(ts=ts, host=host, signature=f.signature, origin=c.origin, signal=f.signal,  # type: ignore[arg-type]
+                 executable=f.executable, fault_address=f.fault_address, fault_class=f.fault_class,  # type: ignore[arg-type]
+                 cpu=f.cpu, shape_flags=f.shape_flags or None, job=f.job, notes=[f"rule {c.rule}", *f.notes])
 
 
 def to_telemetry(p: Parsed, host: str, ts: object) -> Telemetry:
@@ -377,5 +392,5 @@ class FakeLogSource:
 
 __all__ = [
     "FakeLogSource", "FileReader", "JournalOptions", "JournalReader", "JournalSource", "KernelLogSource", "KmsgOptions",
-    "KmsgReader", "KmsgSource", "LineReader", "LogFileOptions", "LogFileSource", "to_telemetry",
+    "KmsgReader", "KmsgSource", "LineReader", "LogFileOptions", "LogFileSource", "to_crash", "to_telemetry",
 ]
