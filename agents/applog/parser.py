@@ -265,8 +265,9 @@ class AppLogParser:
             rkept, _ = self._sigframes(root)
             parts.append(f"cause {self._head(root)}" + (f"@{rkept[0].render()}" if rkept else ""))
         if len(excs) > 1:
-            joins = {"cause": "direct cause of", "context": "raised while handling", "remote": "re-raised from a worker:"}
-            notes.append("chain: " + " -> ".join(f"{e.type or '?'}" + (f" ({joins[e.link]})" if e.link else "") for e in excs))
+            arrows = {"cause": " -(direct cause of)-> ", "context": " -(while handling it)-> ", "remote": " -(in a worker)-> "}
+            notes.append("chain: " + "".join((arrows.get(e.link or "", " -> ") if i else "") + (e.type or "?")
+                                             for i, e in enumerate(excs)))
         if primary.type:
             msg = self.rules.normalize_message(primary.message)
             notes.append(f"exception {primary.type}: {msg}" if msg else f"exception {primary.type}")

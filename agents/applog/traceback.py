@@ -29,6 +29,7 @@ _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:<[\w.]+>)?)(?::(?P<msg>.*))?$")
 _CAUSE = "The above exception was the direct cause of the following exception:"
 _CONTEXT = "During handling of the above exception, another exception occurred:"
 _THREAD = re.compile(r"^Exception in thread (?P<name>.+?):?$")
+_REMOTE = re.compile(r"^(?P<type>[\w.]*RemoteTraceback):\s*(?:\"\"\")?$")
 _REPEATED = re.compile(r"^\s*\[Previous line repeated \d+ more times?\]\s*$")
 _FATAL = re.compile(r"^Fatal Python error: (?P<what>.+)$")
 _FH_THREAD = re.compile(r"^(?P<current>Current thread|Thread) 0x[0-9a-f]+ (?:\[[^\]]*\] )?\(most recent call first\):$")
@@ -99,7 +100,8 @@ class TracebackReader:
             return None
         if truncated:
             chain.truncated = True
-        chain.exceptions = [e for e in chain.exceptions if e.frames or e.type]
+        chain.exceptions = [e for e in chain.exceptions
+                            if e.frames or (e.type and not (e.type.endswith("RemoteTraceback") and not e.frames))]
         return chain if chain.exceptions else None
 
     @property
@@ -132,6 +134,14 @@ class TracebackReader:
     def _idle(self, text: str) -> bool:
         if text == HEADER or text.endswith(HEADER):
             self._start()
+            return True
+        m = _REMOTE.match(text)
+        if m:  # a worker's traceback follows between \"\"\" lines, then the pool's re-raise
+            self.chain = Chain([PyException(m.group("type"))], thread=self._thread)
+            self._thread = None
+            self.state = "after"
+            if text.rstrip().endswith('"""'):
+                self._link = "remote"
             return True
         m = _THREAD.match(text)
         if m and "thread" in text:
