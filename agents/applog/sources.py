@@ -82,7 +82,10 @@ class AppLogOptions(_Common, frozen=True, forbid_unknown_fields=True, kw_only=Tr
 
 
 class AppJournalOptions(_Common, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    units: Annotated[list[str], Meta(min_length=1)]
+    #: systemd units (``-u``); and/or
+    units: list[str] = []
+    #: syslog identifiers (``-t``: a container runtime's tag, ``systemd-cat -t``)
+    identifiers: list[str] = []
     #: the journalctl program (a path, or a wrapper such as ``[ssh, node, journalctl]``)
     journalctl: Annotated[list[str], Meta(min_length=1)] = msgspec.field(default_factory=lambda: ["journalctl"])
 
@@ -345,11 +348,15 @@ class JournalEntry(msgspec.Struct):
 _entry = msgspec.json.Decoder(JournalEntry)
 
 
-def journal_command(units: Sequence[str], cursor: str | None = None, journalctl: Sequence[str] = ("journalctl",)) -> list[str]:
-    """``journalctl -o json --all -f -u UNIT...``: from the saved cursor when there is one, else from now."""
+def journal_command(units: Sequence[str], cursor: str | None = None, journalctl: Sequence[str] = ("journalctl",),
+                    identifiers: Sequence[str] = ()) -> list[str]:
+    """``journalctl -o json --all -f -u UNIT... -t ID...``: from the saved cursor when there is one, else from now.
+
+    ``--all`` because without it journalctl prints fields over 4096 bytes as null (a long traceback line).
+    """
     cmd = [*journalctl, "--output=json", "--all", "--follow", "--no-pager", "--quiet"]
-    for u in units:
-        cmd.append(f"--unit={u}")
+    cmd += [f"--unit={u}" for u in units]
+    cmd += [f"--identifier={t}" for t in identifiers]
     cmd += [f"--after-cursor={cursor}"] if cursor else ["--lines=0"]
     return cmd
 
@@ -372,19 +379,22 @@ class AppJournalSource:
 
     kind: ClassVar[str] = "appjournal"
 
-    def __init__(self, host: str, units: Sequence[str], job: str | None = None, job_pattern: str | None = None,
+    def __init__(self, host: str, units: Sequence[str] = (), job: str | None = None, job_pattern: str | None = None,
                  state_path: str | None = None, dedup_interval_s: float = 10.0, idle_s: float = 2.0,
                  python_frames: int = 3, rules_dir: str | None = None, max_lines_per_poll: int = 50_000,
-                 journalctl: Sequence[str] = ("journalctl",), reader: Any = None) -> None:
+                 journalctl: Sequence[str] = ("journalctl",), reader: Any = None, identifiers: Sequence[str] = ()) -> None:
+        if not units and not identifiers:
+            raise ValueError("appjournal needs units and/or identifiers to follow (the whole journal is the kernel's and everyone's)")
         self.host = host
         self.units = list(units)
+        self.identifiers = list(identifiers)
         self.job = job
         self.job_rx = compile_job_pattern(job_pattern)
         self.parser = AppLogParser(shipped_rules(rules_dir), python_frames=python_frames, idle_ms=int(idle_s * 1000))
         self.sink = FailureSink(host, dedup_interval_s)
         self.state = StateFile(state_path)
         self.cursor: str | None = self.state.load().get("cursor") or None
-        self.command = journal_command(self.units, self.cursor, journalctl)
+        self.command = journal_command(self.units, self.cursor, journalctl, self.identifiers)
         self.reader = reader if reader is not None else JournalReader(self.command)
         self.max_lines = max_lines_per_poll
         self.bad_lines = 0
@@ -395,7 +405,7 @@ class AppJournalSource:
     def from_options(cls, options: AppJournalOptions, ctx: SourceContext) -> AppJournalSource:
         return cls(ctx.host, options.units, options.job, options.job_pattern, options.state_path,
                    options.dedup_interval_s or ctx.dedup_interval_s, options.idle_s, options.python_frames,
-                   options.rules_dir, options.max_lines_per_poll, options.journalctl)
+                   options.rules_dir, options.max_lines_per_poll, options.journalctl, identifiers=options.identifiers)
 
     @property
     def outcomes(self) -> Counter[str]:

@@ -408,3 +408,52 @@ def test_real_h100_under_load_replayed(data_dir):
     assert {e.message for e in events if e.kind == "thermal"} == {"temperature sample"}
     hbm = [e.value for e in events if e.device == "0000:00:06/hbm"]
     assert hbm[0] == 37.0 and max(hbm) >= 55.0
+
+
+def test_power_under_the_real_h100_load_crosses_the_limit_line_once(data_dir, validate):
+    """Captured readings (h100-load.json: 71 W idle, 698-714 W against the 700 W limit under bf16 matmuls):
+    one crossing of 95 % of the enforced limit, no flapping while the GPU sits on its cap, samples otherwise."""
+    import json
+
+    load = json.loads((data_dir / "nvml" / "h100-load.json").read_text())
+    fake = FakeNvml.from_capture(h100(data_dir))
+    assert (fake.gpus[0].power_mw, fake.gpus[0].power_limit_mw) == (71156, 700000)  # captured, idle
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0, power_sample_interval_s=10)
+    g = fake.gpus[0]
+    power = []
+    for r in load["samples"]:
+        g.temperature_c, g.memory_temperature_c, g.throttle = r["temp"], r["hbm"], int(r["reasons"], 16)
+        g.throttle_ns = {int(k): v for k, v in r["fields"].items()}
+        g.power_mw = int(r["power_w"] * 1000)
+        power += [e for e in src.poll(int(r["t"] * 1000)) if e.kind == "power"]
+    crossings = [e for e in power if e.message != "power sample"]
+    peak = max(r["power_w"] for r in load["samples"])
+    first_high = next(r for r in load["samples"] if r["power_w"] >= 665)
+    assert [(e.severity, e.value) for e in crossings][:1] == [("warning", round(first_high["power_w"], 1))]
+    assert all(e.value is not None for e in power)  # readings in watts
+    assert peak > 700 and len([e for e in crossings if e.severity == "warning"]) == 1
+    for e in power:
+        validate(e)
+
+
+def test_power_limit_change_and_power_brake_are_power_events(validate):
+    fake = FakeNvml([FakeGpu()])
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0, power_sample_interval_s=0)
+    assert list(src.poll(0)) == []
+    g = fake.gpus[0]
+    g.power_limit_mw = 500_000  # a facility controller capped the GPU
+    g.throttle = fake.nvmlClocksEventReasonHwPowerBrakeSlowdown
+    got = {e.message: e for e in src.poll(30_000)}
+    assert got["enforced power limit changed from 700 W to 500 W"].kind == "power"
+    brake = got["clocks throttled: hw_power_brake"]
+    assert (brake.kind, brake.value) == ("power", None)
+    g.throttle_ns[271] += 40_000_000
+    (timed,) = src.poll(60_000)
+    assert (timed.kind, timed.message) == ("power", "clocks throttled 40 ms since last poll: hw_power_brake")
+    for e in [*got.values(), timed]:
+        validate(e)
+    # a GPU without power readings: off for that GPU, nothing else changes
+    off = NvmlSource("h", nvml=FakeNvml([FakeGpu(unsupported={"power"})]), sample_interval_s=0)
+    assert list(off.poll(0)) == [] and off.gpus[0].unsupported == {"power"}
+    # and the option to turn it off
+    assert [e for e in NvmlSource("h", nvml=FakeNvml(), sample_interval_s=300, power=False).poll(0) if e.kind == "power"] == []
