@@ -107,11 +107,12 @@ class AppLogParser:
     def feed(self, line: str, now_ms: int = 0, stream: str = "") -> list[Failure]:
         """Failures this line completes (a traceback it closed, or the line's own); may be empty."""
         text = line.rstrip("\r\n")
-        m = _RANK.match(text)
         key = stream
-        if m is not None:
-            key = f"{stream}[{m.group('rank')}]"
-            text = text[m.end():]
+        if text[:1] == "[":
+            m = _RANK.match(text)
+            if m is not None:
+                key = f"{stream}[{m.group('rank')}]"
+                text = text[m.end():]
         if _KERNEL_PREFIX.match(text):
             text = strip_prefix(text)
         reader = self.readers.get(key)
@@ -168,7 +169,7 @@ class AppLogParser:
         if not self.rules.prefilter.search(text):
             return self._remember(text, "other_output"), None
         for rule in self.rules.lines:
-            m = rule.pattern.search(text)
+            m = rule.search(text)
             if m is None:
                 continue
             if rule.reject:
@@ -195,6 +196,8 @@ class AppLogParser:
         return self._remember(text, "other_output"), None
 
     def _remember(self, text: str, outcome: str) -> str:
+        if outcome == "other_output" and text[:1].isdigit():
+            return outcome  # a timestamped line is never seen twice: caching it only churns the cache
         if len(self._cache) >= CACHE_SIZE:
             self._cache.clear()
         self._cache[text] = outcome

@@ -35,7 +35,7 @@ RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "app-log"
 ORIGINS = ("python_traceback", "kernel_log", "watchdog", "oom_kill", "runtime_error")
 EXTRACTORS = ("oom_kill", "oom_memcg", "segfault", "trap")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_KNOWN = {"name", "pattern", "reject", "origin", "signature", "signal", "extract", "continuation", "samples", "comment"}
+_KNOWN = {"name", "pattern", "reject", "origin", "signature", "signal", "extract", "continuation", "samples", "comment", "needles"}
 _TEMPLATE_FIELD = re.compile(r"{([\w|]+)}")
 
 
@@ -50,15 +50,56 @@ class LineRule:
     signal: str | None = None
     extract: str | None = None
     continuation: bool = False
+    #: plain substrings, one of which a line must contain before the regex is tried (speed; checked on the samples)
+    needles: tuple[str, ...] = ()
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self.needles:
+            for n in self.needles:
+                if n in text:
+                    return self.pattern.search(text)
+            return None
+        return self.pattern.search(text)
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """Cheap test run first on every line: one of ``contains``, or ``starts`` matching at the start."""
+
+    contains: tuple[str, ...]
+    starts: re.Pattern[str]
+
+    def search(self, text: str) -> bool:
+        for needle in self.contains:
+            if needle in text:
+                return True
+        return self.starts.match(text) is not None
+
+
+class Normalizer:
+    """The rows of ``normalize.tsv`` as one regex pass: at each position the first row that matches
+    wins and its text is not looked at again (what applying the rows in order would do, in one scan)."""
+
+    def __init__(self, rows: tuple[tuple[re.Pattern[str], str], ...]) -> None:
+        self.rows = rows
+        self.replacements = [repl for _rx, repl in rows]
+        self._rx = re.compile("|".join(f"(?P<r{i}>{rx.pattern})" for i, (rx, _r) in enumerate(rows))) if rows else None
+        self.apply = lru_cache(maxsize=4096)(self._apply)
+
+    def _replace(self, m: re.Match[str]) -> str:
+        return self.replacements[int((m.lastgroup or "r0")[1:])]
+
+    def _apply(self, text: str) -> str:
+        return self._rx.sub(self._replace, text) if self._rx is not None else text
 
 
 @dataclass(frozen=True)
 class AppRules:
-    prefilter: re.Pattern[str]
+    prefilter: Prefilter
     lines: tuple[LineRule, ...]
     skip: FrameList
     classes: tuple[tuple[str, re.Pattern[str]], ...]
-    normalize: tuple[tuple[re.Pattern[str], str], ...]
+    normalizer: Normalizer
     ignored: FrameList
 
     def message_class(self, text: str) -> str | None:
@@ -73,9 +114,7 @@ class AppRules:
             "other_output", "empty", "in_traceback", "ignored_exception", "faulthandler_detail"}
 
     def normalize_message(self, text: str, limit: int = 240) -> str:
-        for rx, repl in self.normalize:
-            text = rx.sub(repl, text)
-        return text.strip()[:limit]
+        return self.normalizer.apply(text[:2048]).strip()[:limit]
 
 
 def _check(cond: bool, path: str, line: int, reason: str) -> None:
@@ -110,7 +149,7 @@ def _compile(path: Path, lineno: int, pattern: str) -> re.Pattern[str]:
         raise RuleFileError(str(path), lineno, f"bad regular expression {pattern!r}: {exc}") from None
 
 
-def _line_rules(path: Path) -> tuple[re.Pattern[str], tuple[LineRule, ...]]:
+def _line_rules(path: Path) -> tuple[Prefilter, tuple[LineRule, ...]]:
     spath = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -120,9 +159,12 @@ def _line_rules(path: Path) -> tuple[re.Pattern[str], tuple[LineRule, ...]]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RuleFileError(spath, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    _check(isinstance(doc, dict) and isinstance(doc.get("rules"), list) and isinstance(doc.get("prefilter"), str),
-           spath, 1, 'top level must be {"prefilter": "...", "rules": [...]}')
-    prefilter = _compile(path, 1, doc["prefilter"])
+    pf = doc.get("prefilter") if isinstance(doc, dict) else None
+    _check(isinstance(doc, dict) and isinstance(doc.get("rules"), list) and isinstance(pf, dict)
+           and isinstance(pf.get("contains"), list) and isinstance(pf.get("starts"), str),
+           spath, 1, 'top level must be {"prefilter": {"contains": [...], "starts": "..."}, "rules": [...]}')
+    assert isinstance(pf, dict)
+    prefilter = Prefilter(tuple(str(c) for c in pf["contains"] if c), _compile(path, 1, pf["starts"]))
     where = _rule_lines(text)
     rules: list[LineRule] = []
     seen: set[str] = set()
@@ -156,9 +198,15 @@ def _line_rules(path: Path) -> tuple[re.Pattern[str], tuple[LineRule, ...]]:
         _check(isinstance(samples, list) and len(samples) > 0, spath, line, f"rule {name!r}: give at least one sample line")
         for s in samples:
             _check(isinstance(s, str) and pattern.search(s) is not None, spath, line, f"rule {name!r}: does not match its sample {s!r}")
-            _check(prefilter.search(s) is not None, spath, line, f"rule {name!r}: the prefilter does not let its sample {s!r} through")
+            _check(prefilter.search(s), spath, line, f"rule {name!r}: the prefilter does not let its sample {s!r} through")
+        needles = raw.get("needles") or []
+        _check(isinstance(needles, list) and all(isinstance(n, str) and n for n in needles), spath, line,
+               f"rule {name!r}: needles must be a list of non-empty strings")
+        for s in samples:
+            _check(not needles or any(n in s for n in needles), spath, line, f"rule {name!r}: its sample {s!r} has none of its needles")
         rules.append(LineRule(name=name, pattern=pattern, line=line, reject=reject, origin=origin, signature=sig,
-                              signal=raw.get("signal"), extract=extract, continuation=bool(raw.get("continuation", False))))
+                              signal=raw.get("signal"), extract=extract, continuation=bool(raw.get("continuation", False)),
+                              needles=tuple(needles)))
     return prefilter, tuple(rules)
 
 
@@ -174,12 +222,14 @@ def load_app_rules(rules_dir: str | Path | None = None) -> AppRules:
     for n, cols in _tsv(root / "message_classes.tsv", 2):
         _check(bool(_NAME.match(cols[0])), str(root / "message_classes.tsv"), n, f"class {cols[0]!r} must be snake_case")
     normalize = tuple((_compile(root / "normalize.tsv", n, cols[0]), cols[1]) for n, cols in _tsv(root / "normalize.tsv", 2))
+    for (rx, _repl), (n, _cols) in zip(normalize, _tsv(root / "normalize.tsv", 2)):
+        _check(rx.groups == 0, str(root / "normalize.tsv"), n, "use non-capturing groups (?:...) only")
     try:
         skip = load_list(root / "python_skip_frames.txt")
         ignored = load_list(root / "ignored_exceptions.txt")
     except BadRuleLine as exc:  # the same file:line message, as the agent's rule-file error
         raise RuleFileError(exc.path, exc.lineno, exc.detail) from None
-    return AppRules(prefilter=prefilter, lines=lines, skip=skip, classes=classes, normalize=normalize, ignored=ignored)
+    return AppRules(prefilter=prefilter, lines=lines, skip=skip, classes=classes, normalizer=Normalizer(normalize), ignored=ignored)
 
 
 @lru_cache(maxsize=8)
@@ -188,4 +238,4 @@ def shipped_rules(rules_dir: str | None = None) -> AppRules:
     return load_app_rules(rules_dir)
 
 
-__all__ = ["EXTRACTORS", "ORIGINS", "RULES_DIR", "AppRules", "LineRule", "load_app_rules", "shipped_rules"]
+__all__ = ["EXTRACTORS", "ORIGINS", "RULES_DIR", "AppRules", "LineRule", "Normalizer", "Prefilter", "load_app_rules", "shipped_rules"]

@@ -98,10 +98,12 @@ class FailureSink:
         self.dedup: Deduplicator[Crash] = Deduplicator(dedup_interval_s, key=crash_key, overflow=None)
 
     def take(self, failures: Iterable[Failure], now_ms: int, job: str | None, ts_ms: int | None = None) -> list[Crash]:
-        out = []
-        ts = ts_from_ms(ts_ms if ts_ms is not None else now_ms)
+        out: list[Crash] = []
         for f in failures:
-            crash = f.to_crash(self.host, ts, job)
+            # a repeat only adds to a count: no event is built for it
+            if self.dedup.count_repeat((f.signature[:1024], f.origin, f.job or job), now_ms):
+                continue
+            crash = f.to_crash(self.host, ts_from_ms(ts_ms if ts_ms is not None else now_ms), job)
             if self.dedup.offer(crash, now_ms) is not None:
                 out.append(crash)
         return out

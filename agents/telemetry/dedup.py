@@ -121,6 +121,16 @@ class Deduplicator(Generic[E]):
         self.suppressed_total += n
         return None
 
+    def count_repeat(self, key: Key, now_ms: int, n: int = 1) -> bool:
+        """Count ``n`` more repeats of ``key`` if it is open in this interval (True), without an event."""
+        slot = self._slots.get(key)
+        if slot is None:
+            return False
+        slot.repeats += n
+        slot.last_ms = now_ms
+        self.suppressed_total += n
+        return True
+
     def due(self, now_ms: int) -> bool:
         return self._window_start_ms is not None and now_ms - self._window_start_ms >= self.interval_ms
 

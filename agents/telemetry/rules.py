@@ -60,10 +60,8 @@ class LogRule:
     #: take the device remembered under this name (a multi-line message's first line)
     device_from: str | None = None
 
-    @property
-    def stateful(self) -> bool:
-        """Its outcome depends on earlier lines or changes later ones: never cached by text."""
-        return bool(self.crash or self.remember or self.device_from or self.unless_recent)
+    #: its outcome depends on earlier lines or changes later ones: never cached by text (set by the loader)
+    stateful: bool = False
 
 
 def _rule_lines(text: str) -> dict[str, int]:
@@ -151,6 +149,7 @@ def load_rules(rules_dir: Path | str = RULES_DIR, filename: str = "rules.json") 
             severity=sev, action=raw.get("action"), device=device,
             severity_from_text=bool(raw.get("severity_from_text", False)), unless_recent=unless,
             samples=tuple(samples), crash=crash, remember=raw.get("remember"), device_from=raw.get("device_from"),
+            stateful=bool(crash or raw.get("remember") or raw.get("device_from") or unless),
         ))
     remembered = {r.remember for r in rules if r.remember}
     for r in rules:

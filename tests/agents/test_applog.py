@@ -274,7 +274,7 @@ class TestRules:
         ("rules.json", lambda d: d["rules"][0].update(samples=["nothing like it"]), "does not match its sample"),
         ("rules.json", lambda d: d["rules"][0].update(origin="telepathy"), "origin 'telepathy'"),
         ("rules.json", lambda d: d["rules"][0].update(signature="x!{nope}"), "unknown group 'nope'"),
-        ("rules.json", lambda d: d.update(prefilter="NEVER"), "prefilter does not let its sample"),
+        ("rules.json", lambda d: d.update(prefilter={"contains": ["NEVER"], "starts": "NEVER"}), "prefilter does not let its sample"),
     ])
     def test_bad_rule_file_names_file_and_line(self, tmp_path, file, edit, message):
         d = self._copy(tmp_path)
