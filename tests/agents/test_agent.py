@@ -73,7 +73,7 @@ class TestConfig:
         from fleetepi.agents.cli import EXAMPLE_CONFIG
 
         cfg = load_config(EXAMPLE_CONFIG, host="h")
-        assert {s.kind for s in cfg.sources} == {"inventory", "kmsg", "edac", "nvml", "hwmon"}
+        assert {s.kind for s in cfg.sources} == {"inventory", "kmsg", "edac", "nvml", "hwmon", "applog"}
         assert cfg.labels["rack"] == "r17"
 
     @pytest.mark.parametrize(("entry", "message"), [
