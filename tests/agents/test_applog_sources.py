@@ -292,3 +292,36 @@ class TestRun:
         assert proc.returncode == 1
         assert [(d.get("count", 1), d["job"]) for d in docs] == [(1, "torchelastic:exp-5"), (7, "torchelastic:exp-5")]
         assert len({d["signature"] for d in docs}) == 1
+
+
+@pytest.mark.integration
+def test_run_publishes_to_a_real_kafka_broker(kafka_broker, tmp_path):
+    """fleetepi run --broker: the crash reaches the contract's topic, keyed by host, through the spool."""
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker, client_id="fleetepi-run-test")
+    try:
+        admin.create_topics([NewTopic("fleetepi.crashes", num_partitions=1, replication_factor=1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
+    host = f"run-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run([FLEETEPI, "run", "--broker", f"kafka://{kafka_broker}", "--host", host, "--job", "exp-k",
+                           "--spool-dir", str(tmp_path / "spool"), "--", sys.executable, str(APPS / "fail.py"), "raise"],
+                          capture_output=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    consumer = KafkaConsumer("fleetepi.crashes", bootstrap_servers=kafka_broker, auto_offset_reset="earliest",
+                             enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000)
+    got = []
+    deadline = time.monotonic() + 30
+    try:
+        while not got and time.monotonic() < deadline:
+            got += [decode_event(r.value) for r in consumer if r.key == host.encode()]
+    finally:
+        consumer.close()
+    (ev,) = got
+    assert (ev.host, ev.job, ev.origin) == (host, "exp-k", "python_traceback")
+    assert ev.signature.startswith("ZeroDivisionError | python:fail.py!site_a")
