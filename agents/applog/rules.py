@@ -111,7 +111,7 @@ class AppRules:
     def reasons(self) -> set[str]:
         """Every rejection reason a line can get."""
         return {r.reject for r in self.lines if r.reject} | {
-            "other_output", "empty", "in_traceback", "ignored_exception", "faulthandler_detail"}
+            "other_output", "empty", "in_traceback", "ignored_exception"}
 
     def normalize_message(self, text: str, limit: int = 240) -> str:
         return self.normalizer.apply(text[:2048]).strip()[:limit]

@@ -8,7 +8,8 @@ line with :class:`~fleetepi.agents.applog.parser.AppLogParser`, and
 publishes each failure as a crash event. It exits with CMD's exit status,
 128+N when CMD died of signal N (what a shell reports), 127 when CMD cannot
 be found and 126 when it cannot be run. Signals the wrapper receives
-(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) are passed on to CMD.
+(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) are passed on to CMD,
+except a Ctrl-C at the terminal, which the terminal already sent to CMD.
 
 A CMD that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT without a
 failure in its output is reported too (``runtime_error``, signature
@@ -42,6 +43,17 @@ log = logging.getLogger(__name__)
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
 READ_CHUNK = 1 << 16
+
+
+def _from_terminal(signum: int) -> bool:
+    """A Ctrl-C / Ctrl-\\ at the terminal reaches the child already (it is in our foreground process
+    group): passing it on as well would interrupt the job twice."""
+    if signum not in (signal.SIGINT, signal.SIGQUIT):
+        return False
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
 
 
 def exit_status(returncode: int) -> int:
@@ -141,7 +153,11 @@ class JobRun:
         except PermissionError:
             print(f"fleetepi run: {self.cmd[0]}: permission denied", file=sys.stderr)
             return 126
-        previous = {s: signal.signal(s, lambda signum, _f: proc.send_signal(signum)) for s in FORWARDED}
+        def forward(signum: int, _frame: object) -> None:
+            if not _from_terminal(signum):
+                proc.send_signal(signum)
+
+        previous = {s: signal.signal(s, forward) for s in FORWARDED}
         try:
             return self._pump(proc)
         finally:
