@@ -11,7 +11,6 @@ next time; the loop itself never dies on input.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 import time
@@ -26,6 +25,7 @@ from fleetepi.agents.metrics import AgentMetrics
 from fleetepi.agents.publish.base import Publisher
 from fleetepi.agents.sources import registry as source_registry
 from fleetepi.agents.sources.base import Source
+from fleetepi.agents.sources.registry import SourceContext
 from fleetepi.contract import Event
 
 log = logging.getLogger(__name__)
@@ -47,20 +47,6 @@ class SourceSlot:
     extra: dict[str, int] = field(default_factory=dict)
 
 
-def _inject(kind: str, options: Mapping[str, object], config: AgentConfig) -> dict[str, object]:
-    """Agent-wide settings a source takes if it has the parameter (labels, dedup interval)."""
-    opts = dict(options)
-    try:
-        params = inspect.signature(source_registry.lookup(kind)).parameters
-    except (TypeError, ValueError):
-        return opts
-    if "labels" in params:
-        opts.setdefault("labels", dict(config.labels))
-    if "dedup_interval_s" in params:
-        opts.setdefault("dedup_interval_s", config.dedup_interval_s)
-    return opts
-
-
 class Agent:
     """Runs the configured sources into one publisher.
 
@@ -69,10 +55,12 @@ class Agent:
     :param registry: Prometheus registry of the agent's metrics.
     :param sources: prebuilt sources by name (tests); default: built from ``config.sources``.
     :param clock_ms: wall clock in epoch milliseconds (event time of what sources find).
+    :param nvml: NVML module for the nvml and inventory sources (default ``pynvml``; tests pass a FakeNvml).
     """
 
     def __init__(self, config: AgentConfig, publisher: Publisher, registry: CollectorRegistry | None = None,
-                 sources: Mapping[str, Source] | None = None, clock_ms: Callable[[], int] | None = None) -> None:
+                 sources: Mapping[str, Source] | None = None, clock_ms: Callable[[], int] | None = None,
+                 nvml: object = None) -> None:
         self.config = config
         self.publisher = publisher
         self.metrics = AgentMetrics.of(registry)
@@ -86,15 +74,16 @@ class Agent:
                 self.slots.append(SourceSlot(name, getattr(src, "kind", name), 1000, src))
                 self.metrics.source_up.labels(source=name).set(1)
         else:
-            self._build(registry)
+            self._build(registry, nvml)
 
-    def _build(self, registry: CollectorRegistry | None) -> None:
+    def _build(self, registry: CollectorRegistry | None, nvml: object) -> None:
         """Instantiate every configured source; config errors propagate (start-up), unavailability does not."""
+        ctx = SourceContext(host=self.config.host, registry=registry, labels=dict(self.config.labels),
+                            dedup_interval_s=self.config.dedup_interval_s, nvml=nvml)
         for sc in self.config.sources:
             slot = SourceSlot(sc.name, sc.kind, int(sc.interval_s * 1000), None)
             try:
-                slot.source = source_registry.create(sc.kind, _inject(sc.kind, sc.options, self.config),
-                                                     host=self.config.host, registry=registry)
+                slot.source = source_registry.create(sc.kind, sc.options, ctx)
             except SourceUnavailable as exc:
                 self._off(slot, str(exc))
             else:

@@ -26,9 +26,13 @@ log line and fleetepi_agent_source_up{source}=0):
   journal    the same through `journalctl -k -f` (no /dev/kmsg access)
   logfile    the same from a text file (followed across rotation)
   edac       /sys/devices/system/edac counters, published as deltas
-  nvml       GPU ECC, retired pages, row remapping, temperature, throttling
+  nvml       GPU ECC, retired pages, row remapping, temperature, power, throttling
   hwmon      /sys/class/hwmon temperatures: threshold crossings + samples
   coredir    core dumps in a directory -> crash events with signatures
+  applog     application log files (globs): Python tracebacks, NCCL watchdog
+             hangs, CUDA OOM/illegal address, OOM kills -> crash events
+  appjournal the same from systemd units (journalctl -o json -f)
+  (wrap a job instead with: fleetepi run --output FILE -- CMD ...)
 
 \b
 Outputs (--output or `output:` in the config):

@@ -4,7 +4,8 @@ Every mistake (unknown key, wrong type, unknown source kind, duplicate
 source name, a spool cap of zero) is an :class:`AgentConfigError` naming
 the key, raised before the loop starts (node-problem-detector's
 ``...OrDie``); nothing in the loop re-reads or re-checks it. Source options
-are checked by building the sources, also at start-up. Secrets can be read
+are decoded into each kind's typed options struct here too
+(``fleetepi.agents.sources.registry``), so a wrong option names its path. Secrets can be read
 from files (``sasl_plain_password_file``) and are masked in :meth:`redacted`.
 See ``docs/agent.example.yaml``.
 """
@@ -26,6 +27,7 @@ from fleetepi.agents.exceptions import AgentConfigError
 DEFAULT_INTERVALS_S = {
     "kmsg": 1.0, "journal": 1.0, "logfile": 1.0, "coredir": 5.0,
     "nvml": 30.0, "hwmon": 30.0, "edac": 60.0, "inventory": 300.0,
+    "applog": 1.0, "appjournal": 1.0,
 }
 FALLBACK_INTERVAL_S = 10.0
 _SOURCE_KEYS = ("kind", "name", "interval_s")
@@ -67,12 +69,12 @@ class MetricsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class SourceConfig(msgspec.Struct, frozen=True):
-    """One configured source instance; ``options`` go to its constructor."""
+    """One configured source instance; ``options`` is its kind's typed options struct, decoded at start-up."""
 
     kind: str
     name: str
     interval_s: float
-    options: dict[str, Any]
+    options: msgspec.Struct
 
 
 class _Raw(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -119,7 +121,9 @@ def _source(i: int, entry: Any, known: list[str]) -> SourceConfig:
     interval = entry.get("interval_s", DEFAULT_INTERVALS_S.get(kind, FALLBACK_INTERVAL_S))
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
         raise AgentConfigError(f"{where}: interval_s must be a number > 0, got {interval!r}")
-    options = {str(k): v for k, v in entry.items() if k not in _SOURCE_KEYS}
+    from fleetepi.agents.sources.registry import decode_options
+
+    options = decode_options(kind, {str(k): v for k, v in entry.items() if k not in _SOURCE_KEYS}, where=where)
     return SourceConfig(kind=kind, name=name, interval_s=float(interval), options=options)
 
 

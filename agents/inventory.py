@@ -19,10 +19,12 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+import msgspec
 
 from fleetepi.agents.exceptions import NvmlUnavailable
-from fleetepi.agents.sources.registry import register
+from fleetepi.agents.sources.registry import SourceContext, register
 from fleetepi.agents.telemetry.hwmon import read_str
 from fleetepi.contract import Host, ts_from_ms
 
@@ -126,7 +128,17 @@ def gpu_attributes(nvml: Any) -> dict[str, str]:
     return out
 
 
-@register("inventory")
+class InventoryOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    #: static attributes of this source; default: the agent's ``labels``
+    labels: dict[str, str] | None = None
+    dmi_root: str = "/sys/class/dmi/id"
+    cpuinfo: str = "/proc/cpuinfo"
+    #: "auto": GPU attributes through NVML when a GPU is there; null: none
+    nvml: Literal["auto"] | None = "auto"
+    kernel: str | None = None
+
+
+@register("inventory", InventoryOptions)
 class InventorySource:
     """Host announcements at start and on change.
 
@@ -148,6 +160,12 @@ class InventorySource:
         self.kernel = kernel or os.uname().release
         self.nvml = self._nvml(nvml)
         self.last: dict[str, str] | None = None
+
+    @classmethod
+    def from_options(cls, options: InventoryOptions, ctx: SourceContext) -> InventorySource:
+        labels = options.labels if options.labels is not None else ctx.labels
+        nvml = ctx.nvml if options.nvml == "auto" and ctx.nvml is not None else options.nvml
+        return cls(ctx.host, labels, options.dmi_root, options.cpuinfo, nvml, options.kernel)
 
     @staticmethod
     def _nvml(nvml: Any) -> Any:

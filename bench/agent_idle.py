@@ -81,7 +81,13 @@ def config(tmp: Path) -> Path:
         {"kind": "edac", "root": str(DATA / "sysfs" / "edac" / "mc")},
         {"kind": "hwmon", "root": str(DATA / "sysfs" / "hwmon")},
         {"kind": "nvml"},
+        # application output (issue 12): a glob of job logs with a state file, and journald units
+        {"kind": "applog", "paths": [str(tmp / "jobs" / "*" / "rank*.log")], "job_pattern": r"/jobs/(?P<job>[^/]+)/",
+         "state_path": str(tmp / "applog.json")},
+        {"kind": "appjournal", "units": ["train.service"], "state_path": str(tmp / "appjournal.json")},
     ]
+    (tmp / "jobs" / "exp-1").mkdir(parents=True)
+    (tmp / "jobs" / "exp-1" / "rank0.log").write_text("step 1 loss 0.5\n")
     if os.access("/dev/kmsg", os.R_OK):
         sources.append({"kind": "kmsg"})
     cfg = {"host": "bench-host", "labels": {"rack": "r1"}, "metrics": {"port": free_port()}, "sources": sources}
@@ -117,8 +123,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config(Path(tmp))
         bare = measure([py, "-c", "import time; time.sleep(3600)"], 5.0, 1.0)
-        imports = measure([py, "-c", "import time, agents.agent, agents.cli, agents.publish.jsonl, agents.telemetry.kmsg, "
-                                     "fleetepi.agents.telemetry.edac, agents.telemetry.hwmon, agents.inventory, prometheus_client, yaml;"
+        imports = measure([py, "-c", "import time, fleetepi.agents.agent, fleetepi.agents.cli, fleetepi.agents.publish.jsonl, "
+                                     "fleetepi.agents.telemetry.kmsg, fleetepi.agents.telemetry.edac, fleetepi.agents.telemetry.hwmon, "
+                                     "fleetepi.agents.inventory, fleetepi.agents.applog.sources, prometheus_client, yaml;"
                                      " time.sleep(3600)"], 5.0, 2.0)
         agent = measure([fleetepi, "agent", "--config", str(cfg), "--output", str(Path(tmp) / "events.jsonl")], args.seconds)
     print(f"{'process':<28}{'CPU % of a core':>16}{'RSS MB':>10}{'peak RSS MB':>13}")

@@ -25,11 +25,15 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+import msgspec
+from msgspec import Meta
 
 from fleetepi.agents.core.limits import CoreLimits, GiB
 from fleetepi.agents.core.rules import load_rules
 from fleetepi.agents.core.signature import CoreAnalyzer
+from fleetepi.agents.sources.registry import SourceContext, register
 from fleetepi.contract import Crash
 from fleetepi.exceptions import SourceUnavailable
 
@@ -40,6 +44,20 @@ DEFAULT_PATTERNS = ("core", "core.*", "*.core")
 _STATE_CAP = 10_000
 
 
+class CoreDirOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    directory: str = "/var/lib/systemd/coredump"
+    state_path: str | None = None
+    patterns: Annotated[list[str], Meta(min_length=1)] = msgspec.field(default_factory=lambda: list(DEFAULT_PATTERNS))
+    max_per_poll: Annotated[int, Meta(ge=1)] = 2
+    delete_after: bool = False
+    rules_dir: str | None = None
+    max_core_gib: Annotated[float, Meta(gt=0)] = 32.0
+    timeout_s: Annotated[float, Meta(gt=0)] = 10.0
+    pyspy: bool = True
+    tmp_dir: str | None = None
+
+
+@register("coredir", CoreDirOptions)
 class CoreDirSource:
     """Turns each new, complete core file in ``directory`` into one crash event.
 
@@ -96,6 +114,11 @@ class CoreDirSource:
         self._last: dict[str, tuple[int, int]] = {}
         self._done: dict[str, str] = self._load_state()
         self._cores_total = _cores_counter(registry) if registry is not None else None
+
+    @classmethod
+    def from_options(cls, options: CoreDirOptions, ctx: SourceContext) -> CoreDirSource:
+        kw = msgspec.structs.asdict(options)
+        return cls(ctx.host, registry=ctx.registry, **kw)
 
     # --- state ----------------------------------------------------------------
     def _load_state(self) -> dict[str, str]:
@@ -203,4 +226,4 @@ def _cores_counter(registry: Any) -> Any:
     return counter
 
 
-__all__ = ["DEFAULT_PATTERNS", "CoreDirSource"]
+__all__ = ["DEFAULT_PATTERNS", "CoreDirOptions", "CoreDirSource"]

@@ -14,8 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
+import msgspec
+
 from fleetepi.agents.exceptions import SourceUnavailable
-from fleetepi.agents.sources.registry import register
+from fleetepi.agents.sources.registry import SourceContext, register
 from fleetepi.agents.telemetry.dedup import CounterDeltas
 from fleetepi.agents.telemetry.hwmon import read_int, read_str
 from fleetepi.contract import Telemetry, ts_from_ms
@@ -23,7 +25,12 @@ from fleetepi.contract import Telemetry, ts_from_ms
 _KINDS = (("ce", "ecc_corrected", "info", "corrected"), ("ue", "ecc_uncorrected", "critical", "uncorrected"))
 
 
-@register("edac")
+class EdacOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    root: str = "/sys/devices/system/edac/mc"
+    per_dimm: bool = True
+
+
+@register("edac", EdacOptions)
 class EdacSource:
     """Deltas of EDAC CE/UE counters, per DIMM when the driver reports DIMMs.
 
@@ -43,6 +50,10 @@ class EdacSource:
         if not self.controllers:
             raise SourceUnavailable(f"EDAC reports no memory controllers under {self.root}")
         self.deltas = CounterDeltas()
+
+    @classmethod
+    def from_options(cls, options: EdacOptions, ctx: SourceContext) -> EdacSource:
+        return cls(ctx.host, options.root, options.per_dimm)
 
     def _counters(self) -> list[tuple[str, str, int]]:
         """(device, ce|ue, total) for every counter readable now."""

@@ -89,9 +89,13 @@ class FakeGpu:
     field_errors: dict[int, int] = field(default_factory=dict)
     channel_repair_pending: bool = False
     tpc_repair_pending: bool = False
+    #: nvmlDeviceGetPowerUsage, mW: what the idle H100 drew (captured: 71156)
+    power_mw: int = 71156
+    #: nvmlDeviceGetEnforcedPowerLimit, mW (captured: 700000)
+    power_limit_mw: int = 700000
     lost: bool = False
     #: features answered with NVMLError_NotSupported: name, uuid, vbios, pci,
-    #: temperature, ecc, retired_pages, remapped_rows, throttle, fields, repair
+    #: temperature, ecc, retired_pages, remapped_rows, throttle, fields, repair, power, power_limit
     unsupported: set[str] = field(default_factory=set)
 
 
@@ -169,6 +173,7 @@ class FakeNvml:
                 "throttle": ["nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"],
                 "fields": [k for k in calls if k.startswith("nvmlDeviceGetFieldValues(")],
                 "repair": ["nvmlDeviceGetRepairStatus"],
+                "power": ["nvmlDeviceGetPowerUsage"], "power_limit": ["nvmlDeviceGetEnforcedPowerLimit"],
             }
             unsupported = {f for f, keys in feature_keys.items()
                            if any(calls.get(k, {}).get("error") == "NVMLError_NotSupported" for k in keys)}
@@ -193,6 +198,7 @@ class FakeNvml:
                 throttle=int(ok("nvmlDeviceGetCurrentClocksEventReasons", ok("nvmlDeviceGetCurrentClocksThrottleReasons", 0))),
                 memory_temperature_c=int(answered.pop(82, 0)), throttle_ns=answered, field_errors=errors,
                 channel_repair_pending=bool(repair[0]), tpc_repair_pending=bool(repair[1]),
+                power_mw=int(ok("nvmlDeviceGetPowerUsage", 0)), power_limit_mw=int(ok("nvmlDeviceGetEnforcedPowerLimit", 0)),
                 unsupported=unsupported,
             ))
         return cls(gpus, driver=system["nvmlSystemGetDriverVersion"]["ok"], missing=missing)
@@ -291,6 +297,14 @@ class FakeNvml:
             out.append(SimpleNamespace(fieldId=fid, scopeId=0, timestamp=0, latencyUsec=0, valueType=vt,
                                        nvmlReturn=ret, value=union))
         return out
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        self._need("nvmlDeviceGetPowerUsage")
+        return self._gpu(h, "power").power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        self._need("nvmlDeviceGetEnforcedPowerLimit")
+        return self._gpu(h, "power_limit").power_limit_mw
 
     def nvmlDeviceGetRepairStatus(self, h: int) -> list[int]:
         self._need("nvmlDeviceGetRepairStatus")

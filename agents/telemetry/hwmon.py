@@ -12,10 +12,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+import msgspec
+from msgspec import Meta
 
 from fleetepi.agents.exceptions import SourceUnavailable
-from fleetepi.agents.sources.registry import register
+from fleetepi.agents.sources.registry import SourceContext, register
 from fleetepi.agents.telemetry.thermal import ThermalTracker, Thresholds
 from fleetepi.contract import Telemetry
 
@@ -70,7 +73,15 @@ def discover(root: Path, warn_c: float | None, crit_c: float | None, hysteresis_
     return sensors
 
 
-@register("hwmon")
+class HwmonOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    root: str = "/sys/class/hwmon"
+    sample_interval_s: Annotated[float, Meta(ge=0)] = 300.0
+    warn_c: float | None = None
+    crit_c: float | None = None
+    hysteresis_c: Annotated[float, Meta(ge=0)] = 2.0
+
+
+@register("hwmon", HwmonOptions)
 class HwmonSource:
     """Temperature crossings and slow samples from hwmon sysfs.
 
@@ -92,6 +103,10 @@ class HwmonSource:
         if not self.sensors:
             raise SourceUnavailable(f"no hwmon temperature sensors under {self.root}")
         self.tracker = ThermalTracker(host, sample_interval_s)
+
+    @classmethod
+    def from_options(cls, options: HwmonOptions, ctx: SourceContext) -> HwmonSource:
+        return cls(ctx.host, options.root, options.sample_interval_s, options.warn_c, options.crit_c, options.hysteresis_c)
 
     def poll(self, now_ms: int) -> Iterable[Telemetry]:
         out: list[Telemetry] = []

@@ -24,19 +24,23 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Annotated, Any, ClassVar, Protocol
+
+import msgspec
+from msgspec import Meta
 
 from fleetepi.agents.exceptions import SourceUnavailable
-from fleetepi.agents.sources.registry import register
-from fleetepi.agents.telemetry.dedup import Deduplicator
-from fleetepi.agents.telemetry.logparse import KernelLogParser, Parsed, Rejected
+from fleetepi.agents.sources.registry import SourceContext, register
+from fleetepi.agents.telemetry.dedup import Deduplicator, crash_key
+from fleetepi.agents.telemetry.logparse import CrashLine, KernelLogParser, Parsed, Rejected
 from fleetepi.agents.telemetry.rules import load_rules, reasons
 from fleetepi.agents.telemetry.xid import RULES_DIR, load_catalog
-from fleetepi.contract import Telemetry, ts_from_ms
+from fleetepi.contract import Crash, Telemetry, ts_from_ms
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 65536
+JOURNAL_COMMAND = ("journalctl", "-k", "-f", "-o", "cat", "-n", "0")
 
 
 class LineReader(Protocol):
@@ -127,7 +131,7 @@ class KmsgReader:
 class JournalReader:
     """``journalctl -k -f -o cat -n 0`` as a child process, read non-blocking."""
 
-    def __init__(self, command: Sequence[str] = ("journalctl", "-k", "-f", "-o", "cat", "-n", "0")) -> None:
+    def __init__(self, command: Sequence[str] = JOURNAL_COMMAND) -> None:
         if shutil.which(command[0]) is None:
             raise SourceUnavailable(f"{command[0]} not found (no systemd journal on this host)")
         self.command = list(command)
@@ -242,13 +246,14 @@ class KernelLogSource:
         self.host = host
         self.reader = reader
         self.parser = KernelLogParser(load_rules(rules_dir), load_catalog(rules_dir))
-        self.dedup = Deduplicator(dedup_interval_s)
+        self.dedup: Deduplicator[Telemetry] = Deduplicator(dedup_interval_s)
+        self.crash_dedup: Deduplicator[Crash] = Deduplicator(dedup_interval_s, key=crash_key, overflow=None)
         self.max_lines_per_poll = max_lines_per_poll
         #: outcome -> lines ("event" or the rejection reason): what the agent exports.
         self.outcomes: Counter[str] = Counter()
 
-    def poll(self, now_ms: int) -> Iterable[Telemetry]:
-        out: list[Telemetry] = []
+    def poll(self, now_ms: int) -> Iterable[Telemetry | Crash]:
+        out: list[Telemetry | Crash] = []
         ts = ts_from_ms(now_ms)
         for line in self.reader.read_lines(self.max_lines_per_poll):
             outcome = self.parser.parse(line)
@@ -256,23 +261,37 @@ class KernelLogSource:
                 self.outcomes[outcome.reason] += 1
                 continue
             self.outcomes["event"] += 1
+            if isinstance(outcome, CrashLine):
+                crash = to_crash(outcome, self.host, ts)
+                if self.crash_dedup.offer(crash, now_ms) is not None:
+                    out.append(crash)
+                continue
             ev = to_telemetry(outcome, self.host, ts)
             first = self.dedup.offer(ev, now_ms)
             if first is not None:
                 out.append(first)
         out.extend(self.dedup.flush(now_ms))
+        out.extend(self.crash_dedup.flush(now_ms))
         return out
 
     def known_outcomes(self) -> list[str]:
         """Every outcome a line can have, so their counters exist at 0 before the first line."""
         return ["event", *sorted(reasons(self.parser.rules))]
 
-    def drain(self, now_ms: int) -> list[Telemetry]:
+    def drain(self, now_ms: int) -> list[Telemetry | Crash]:
         """Counted repeats still open (called at shutdown and by ``--once``)."""
-        return self.dedup.flush(now_ms, force=True)
+        return [*self.dedup.flush(now_ms, force=True), *self.crash_dedup.flush(now_ms, force=True)]
 
     def close(self) -> None:
         self.reader.close()
+
+
+def to_crash(c: CrashLine, host: str, ts: object) -> Crash:
+    """A kernel crash line as the contract's crash event (origin ``kernel_log`` or ``oom_kill``)."""
+    f = c.fields
+    return Crash(ts=ts, host=host, signature=f.signature, origin=c.origin, signal=f.signal,  # type: ignore[arg-type]
+                 executable=f.executable, fault_address=f.fault_address, fault_class=f.fault_class,  # type: ignore[arg-type]
+                 cpu=f.cpu, shape_flags=f.shape_flags or None, job=f.job, notes=[f"rule {c.rule}", *f.notes])
 
 
 def to_telemetry(p: Parsed, host: str, ts: object) -> Telemetry:
@@ -283,7 +302,33 @@ def to_telemetry(p: Parsed, host: str, ts: object) -> Telemetry:
     )
 
 
-@register("kmsg")
+class _KernelLogOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    #: directory of rules.json / xid-catalog.tsv / severity.tsv (default: the shipped ones)
+    rules_dir: str | None = None
+    #: counting interval of the deduplicator; default: the agent's ``dedup_interval_s``
+    dedup_interval_s: Annotated[float, Meta(gt=0)] | None = None
+
+
+class KmsgOptions(_KernelLogOptions, frozen=True, forbid_unknown_fields=True):
+    path: str = "/dev/kmsg"
+    from_start: bool = False
+
+
+class JournalOptions(_KernelLogOptions, frozen=True, forbid_unknown_fields=True):
+    command: Annotated[list[str], Meta(min_length=1)] = msgspec.field(default_factory=lambda: list(JOURNAL_COMMAND))
+
+
+class LogFileOptions(_KernelLogOptions, frozen=True, forbid_unknown_fields=True):
+    path: str
+    from_start: bool = True
+
+
+def _common(options: _KernelLogOptions, ctx: SourceContext) -> dict[str, Any]:
+    return {"rules_dir": options.rules_dir or str(RULES_DIR),
+            "dedup_interval_s": options.dedup_interval_s or ctx.dedup_interval_s}
+
+
+@register("kmsg", KmsgOptions)
 class KmsgSource(KernelLogSource):
     """Kernel log from ``/dev/kmsg`` (config: ``path``, ``from_start``, ``dedup_interval_s``)."""
 
@@ -293,19 +338,27 @@ class KmsgSource(KernelLogSource):
                  rules_dir: str = str(RULES_DIR), dedup_interval_s: float = 10.0) -> None:
         super().__init__(host, KmsgReader(path, from_start), rules_dir, dedup_interval_s)
 
+    @classmethod
+    def from_options(cls, options: KmsgOptions, ctx: SourceContext) -> KmsgSource:
+        return cls(ctx.host, options.path, options.from_start, **_common(options, ctx))
 
-@register("journal")
+
+@register("journal", JournalOptions)
 class JournalSource(KernelLogSource):
     """Kernel log through ``journalctl -k -f`` (config: ``command``, ``dedup_interval_s``)."""
 
     kind: ClassVar[str] = "journal"
 
-    def __init__(self, host: str, command: Sequence[str] = ("journalctl", "-k", "-f", "-o", "cat", "-n", "0"),
+    def __init__(self, host: str, command: Sequence[str] = JOURNAL_COMMAND,
                  rules_dir: str = str(RULES_DIR), dedup_interval_s: float = 10.0) -> None:
         super().__init__(host, JournalReader(command), rules_dir, dedup_interval_s)
 
+    @classmethod
+    def from_options(cls, options: JournalOptions, ctx: SourceContext) -> JournalSource:
+        return cls(ctx.host, options.command, **_common(options, ctx))
 
-@register("logfile")
+
+@register("logfile", LogFileOptions)
 class LogFileSource(KernelLogSource):
     """Kernel log lines from a file (config: ``path``, ``from_start``, ``dedup_interval_s``)."""
 
@@ -314,6 +367,10 @@ class LogFileSource(KernelLogSource):
     def __init__(self, host: str, path: str, from_start: bool = True,
                  rules_dir: str = str(RULES_DIR), dedup_interval_s: float = 10.0) -> None:
         super().__init__(host, FileReader(path, from_start), rules_dir, dedup_interval_s)
+
+    @classmethod
+    def from_options(cls, options: LogFileOptions, ctx: SourceContext) -> LogFileSource:
+        return cls(ctx.host, options.path, options.from_start, **_common(options, ctx))
 
 
 class FakeLogSource:
@@ -334,6 +391,6 @@ class FakeLogSource:
 
 
 __all__ = [
-    "FakeLogSource", "FileReader", "JournalReader", "JournalSource", "KernelLogSource", "KmsgReader",
-    "KmsgSource", "LineReader", "LogFileSource", "to_telemetry",
+    "FakeLogSource", "FileReader", "JournalOptions", "JournalReader", "JournalSource", "KernelLogSource", "KmsgOptions",
+    "KmsgReader", "KmsgSource", "LineReader", "LogFileOptions", "LogFileSource", "to_crash", "to_telemetry",
 ]

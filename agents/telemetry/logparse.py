@@ -19,12 +19,17 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fleetepi.agents.telemetry.rules import LogRule, load_rules
+from fleetepi.agents.applog import crashlines
+from fleetepi.agents.applog.crashlines import CrashFields
+from fleetepi.agents.telemetry.rules import CRASH_EXTRACTORS, LogRule, load_rules
 from fleetepi.agents.telemetry.xid import XidCatalog, load_catalog, normalize_pci
 
 MAX_MESSAGE_CHARS = 1024
 #: Distinct stripped lines whose outcome is remembered (cleared when full).
 CACHE_SIZE = 4096
+
+#: kernel message prefixes that look like a syslog program name
+_KERNEL_TAGS = r"(?:NVRM|mce|nvidia-nvswitch\d+|nvidia-peermem|EDAC\b[^:]*)[:\s]"
 
 # Prefixes that loggers put before the kernel's text, tried repeatedly: a
 # syslog line can wrap a dmesg timestamp.
@@ -33,8 +38,10 @@ _PREFIXES = (
     re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg [  12.345678]
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ [\d:]+ \d{4}\]\s*"),  # dmesg -T
     re.compile(r"^kern\s*:\s*\w+\s*:\s*\S+\s+"),  # dmesg -x --time-format iso
-    re.compile(r"^\S+ +\d{1,2} \d\d:\d\d:\d\d +(?:(?!kernel:)[\w.\-]+ +)?[\w.\-]+(?:\[\d+\])?: "),  # syslog, any month language
-    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:[\w.\-]+\s+)?[\w.\-]+(?:\[\d+\])?: "),  # ISO syslog
+    # syslog, any month language, with or without a host name; a "program" that is the kernel text's own
+    # prefix (NVRM:, mce:, nvidia-nvswitchN:) is kept: a syslog without host names would swallow it
+    re.compile(r"^\S+ +\d{1,2} \d\d:\d\d:\d\d +(?:(?!kernel:)(?!" + _KERNEL_TAGS + r")[\w.\-]+ +)?(?:(?!" + _KERNEL_TAGS + r")[\w.\-]+(?:\[\d+\])?: )?"),
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?!" + _KERNEL_TAGS + r")[\w.\-]+\s+)?(?:(?!" + _KERNEL_TAGS + r")[\w.\-]+(?:\[\d+\])?: )?"),  # ISO syslog
 )
 _SEV_TEXT = re.compile(r"\b(Fatal|Non-fatal|Nonfatal)\b", re.IGNORECASE)
 
@@ -57,7 +64,16 @@ class Rejected:
     reason: str
 
 
-Outcome = Parsed | Rejected
+@dataclass(frozen=True)
+class CrashLine:
+    """A kernel line about a process that died (OOM kill, segfault, trap): a crash event, not telemetry."""
+
+    rule: str
+    origin: str
+    fields: CrashFields
+
+
+Outcome = Parsed | Rejected | CrashLine
 
 
 def strip_prefix(line: str) -> str:
@@ -88,6 +104,10 @@ class KernelLogParser:
         self._recent: deque[tuple[int, tuple[str, int | None, str | None]]] = deque(maxlen=256)
         # Floods repeat the same text with a new timestamp: remember outcomes by text.
         self._cache: dict[str, tuple[LogRule | None, Outcome]] = {}
+        #: name -> (line number, device) of a multi-line message's first line (``remember`` / ``device_from``)
+        self._remembered: dict[str, tuple[int, str | None]] = {}
+        #: pid -> task_memcg of a pending OOM kill
+        self._memcg: dict[int, str] = {}
 
     def parse(self, line: str) -> Outcome:
         self._lineno += 1
@@ -97,7 +117,7 @@ class KernelLogParser:
         hit = self._cache.get(text)
         if hit is not None:
             rule, outcome = hit
-            if rule is None or rule.unless_recent is None:
+            if rule is None or not rule.stateful:
                 if rule is not None and rule.family and isinstance(outcome, Parsed):
                     self._recent.append((self._lineno, (rule.family, outcome.code, outcome.device)))
                 return outcome
@@ -112,22 +132,47 @@ class KernelLogParser:
             m = rule.pattern.search(text)
             if m is None:
                 continue
+            if rule.crash:
+                return self._crash(rule, text), rule
             if rule.reject:
+                if rule.remember:
+                    self._remembered[rule.remember] = (self._lineno, self._device(rule, m.groupdict()))
                 return Rejected(rule.name, rule.reject), rule
             return self._emit(rule, m, text), rule
         return Rejected(None, "no_rule"), None
+
+    def _crash(self, rule: LogRule, text: str) -> Outcome:
+        if rule.crash == "oom_memcg":
+            got = crashlines.oom_memcg(text)
+            if got is not None:
+                if len(self._memcg) > 256:
+                    self._memcg.clear()
+                self._memcg[got[0]] = got[1]
+            return Rejected(rule.name, rule.reject or "oom_kill_detail")
+        fields = (crashlines.oom_kill(text, self._memcg) if rule.crash == "oom_kill"
+                  else crashlines.segfault(text) if rule.crash == "segfault" else crashlines.trap(text))
+        if fields is None:
+            return Rejected(rule.name, "unparsed_crash_line")
+        return CrashLine(rule.name, CRASH_EXTRACTORS[rule.crash or ""] or "kernel_log", fields)
+
+    @staticmethod
+    def _device(rule: LogRule, groups: dict[str, str | None]) -> str | None:
+        if rule.device:
+            return rule.device.format(**{k: (v or "") for k, v in groups.items()})
+        if groups.get("device"):
+            return normalize_pci(groups["device"] or "")
+        return None
 
     def _emit(self, rule: LogRule, m: re.Match[str], text: str) -> Outcome:
         groups = m.groupdict()
         code = rule.code
         if code is None and groups.get("code"):
             code = int(groups["code"])
-        if rule.device:
-            device: str | None = rule.device.format(**{k: (v or "") for k, v in groups.items()})
-        elif groups.get("device"):
-            device = normalize_pci(groups["device"])
-        else:
-            device = None
+        device = self._device(rule, groups)
+        if rule.device_from:
+            lineno, remembered = self._remembered.pop(rule.device_from, (0, None))
+            if remembered is not None and self._lineno - lineno <= 16:
+                device = remembered
         msg = (groups.get("msg") or text).strip().rstrip(".")
         if rule.reason:
             msg = f"{rule.reason}: {msg}"
@@ -156,4 +201,4 @@ class KernelLogParser:
         return Parsed(rule.name, rule.kind or "other", code, device, msg[:MAX_MESSAGE_CHARS], severity, action, count)
 
 
-__all__ = ["KernelLogParser", "Outcome", "Parsed", "Rejected", "strip_prefix"]
+__all__ = ["CrashLine", "KernelLogParser", "Outcome", "Parsed", "Rejected", "strip_prefix"]

@@ -1,4 +1,4 @@
-"""NVML: GPU ECC counters, retired pages, row remapping, GPU and HBM temperature, throttling, repairs.
+"""NVML: GPU ECC counters, retired pages, row remapping, GPU and HBM temperature, power, throttling, repairs.
 
 ``pynvml`` (the ``nvidia-ml-py`` package) is imported lazily, only when an
 ``nvml`` source or the inventory asks for it, and any module with the same
@@ -15,11 +15,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+from msgspec import Meta
 
 from fleetepi.agents.exceptions import NvmlUnavailable
-from fleetepi.agents.sources.registry import register
+from fleetepi.agents.sources.registry import SourceContext, register
 from fleetepi.agents.telemetry.dedup import CounterDeltas
+from fleetepi.agents.telemetry.power import PowerThresholds, PowerTracker
 from fleetepi.agents.telemetry.thermal import ThermalTracker, Thresholds
 from fleetepi.agents.telemetry.xid import normalize_pci
 from fleetepi.contract import Telemetry, ts_from_ms
@@ -49,7 +53,11 @@ CALLS = {
     "throttle": ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
     "fields": ("nvmlDeviceGetFieldValues",),
     "repair": ("nvmlDeviceGetRepairStatus",),
+    "power": ("nvmlDeviceGetPowerUsage",),
+    "power_limit": ("nvmlDeviceGetEnforcedPowerLimit",),
 }
+#: Reasons that are about power, not heat: their events are ``kind: power`` (v1.1).
+POWER_REASONS = frozenset({"hw_power_brake"})
 
 #: NVML field ids, read with one ``nvmlDeviceGetFieldValues`` per GPU and poll.
 #: Numbers rather than pynvml names: field ids are the driver's ABI, old
@@ -177,7 +185,24 @@ def gpus(nvml: Any) -> list[Gpu]:
     return out
 
 
-@register("nvml")
+class NvmlOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    sample_interval_s: Annotated[float, Meta(ge=0)] = 300.0
+    temp_warn_c: float | None = None
+    temp_crit_c: float | None = None
+    ecc_counter: Literal["volatile", "aggregate"] = "volatile"
+    mem_temp_warn_c: float | None = None
+    mem_temp_crit_c: float | None = None
+    #: read power draw and the enforced limit (``kind: power``)
+    power: bool = True
+    #: periodic power sample per GPU; default: ``sample_interval_s``
+    power_sample_interval_s: Annotated[float, Meta(ge=0)] | None = None
+    #: a reading at this fraction of the enforced limit or above is a crossing
+    power_high_fraction: Annotated[float, Meta(gt=0, le=2)] = 0.95
+    #: how far (fraction of the limit) below that line a GPU must fall to clear it
+    power_hysteresis_fraction: Annotated[float, Meta(ge=0, lt=1)] = 0.05
+
+
+@register("nvml", NvmlOptions)
 class NvmlSource:
     """GPU health from NVML.
 
@@ -188,6 +213,9 @@ class NvmlSource:
     :param mem_temp_warn_c: HBM warning threshold; default: the GPU's memory max threshold minus 5 °C.
     :param mem_temp_crit_c: HBM critical threshold; default: the GPU's memory max threshold.
     :param ecc_counter: "volatile" (since driver load) or "aggregate" (lifetime).
+    :param power: read power draw (W) and the enforced power limit.
+    :param power_sample_interval_s: periodic power sample per GPU (default: ``sample_interval_s``; 0 = crossings only).
+    :param power_thresholds: the crossing line as a fraction of the enforced limit, and its hysteresis.
     """
 
     kind: ClassVar[str] = "nvml"
@@ -195,7 +223,8 @@ class NvmlSource:
     def __init__(self, host: str, nvml: Any | None = None, sample_interval_s: float = 300.0,
                  temp_warn_c: float | None = None, temp_crit_c: float | None = None,
                  ecc_counter: str = "volatile", mem_temp_warn_c: float | None = None,
-                 mem_temp_crit_c: float | None = None) -> None:
+                 mem_temp_crit_c: float | None = None, power: bool = True,
+                 power_sample_interval_s: float | None = None, power_thresholds: PowerThresholds | None = None) -> None:
         if ecc_counter not in ("volatile", "aggregate"):
             raise ValueError("ecc_counter must be 'volatile' or 'aggregate'")
         self.host = host
@@ -208,8 +237,17 @@ class NvmlSource:
                                                 mem_temp_warn_c, mem_temp_crit_c)
         self.deltas = CounterDeltas()
         self.thermal = ThermalTracker(host, sample_interval_s)
+        self.power = PowerTracker(host, sample_interval_s if power_sample_interval_s is None else power_sample_interval_s,
+                                  power_thresholds) if power else None
         self._fns: dict[str, tuple[str, ...]] = {}
         self._bad_bits = {name: reason_bit(self.nvml, reason) for reason, name in BAD_THROTTLE.items()}
+
+    @classmethod
+    def from_options(cls, options: NvmlOptions, ctx: SourceContext) -> NvmlSource:
+        return cls(ctx.host, ctx.nvml, options.sample_interval_s, options.temp_warn_c, options.temp_crit_c,
+                   options.ecc_counter, options.mem_temp_warn_c, options.mem_temp_crit_c, options.power,
+                   options.power_sample_interval_s,
+                   PowerThresholds(options.power_high_fraction, options.power_hysteresis_fraction))
 
     def _thresholds(self, g: Gpu, which: int, warn: float | None, crit: float | None) -> Thresholds:
         """Configured thresholds, else the GPU's own (``which``: slowdown or memory max) and 5 °C below."""
@@ -301,8 +339,21 @@ class NvmlSource:
             g.throttle = int(mask)
             for name, bit in self._bad_bits.items():
                 if bit and new & bit and name not in timed:  # the duration event already says it
-                    out.append(self._event(now_ms, g, "thermal", f"clocks throttled: {name}", severity="warning"))
+                    kind = "power" if name in POWER_REASONS else "thermal"
+                    out.append(self._event(now_ms, g, kind, f"clocks throttled: {name}", severity="warning"))
+        out += self._power(now_ms, g)
         return out
+
+    def _power(self, now_ms: int, g: Gpu) -> list[Telemetry]:
+        """Power draw in W (NVML answers mW) against the enforced limit: crossings and samples."""
+        if self.power is None:
+            return []
+        usage_mw = self._call(g, "power")
+        if usage_mw is None:
+            return []
+        limit_mw = self._call(g, "power_limit")
+        return self.power.update(g.device, int(usage_mw) / 1000.0,
+                                 None if not limit_mw else int(limit_mw) / 1000.0, now_ms)
 
     def _fields(self, g: Gpu) -> dict[int, int | float | str]:
         """HBM temperature and throttle-time counters in one NVML call; a field the
@@ -335,7 +386,8 @@ class NvmlSource:
                 # A notice, not a reading: no ``value`` (the temperature is its own reading of the
                 # same poll), so the detectors count it as one thermal crossing whatever the
                 # temperature: a GPU that throttles at 70 °C still throttles.
-                out[name] = self._event(now_ms, g, "thermal", f"clocks throttled {_ms(d)} ms since last poll: {name}",
+                kind = "power" if name in POWER_REASONS else "thermal"
+                out[name] = self._event(now_ms, g, kind, f"clocks throttled {_ms(d)} ms since last poll: {name}",
                                         severity="warning")
         return out
 
@@ -375,5 +427,6 @@ class NvmlSource:
             pass
 
 
-__all__ = ["BAD_THROTTLE", "CALLS", "FALLBACK_COUNTERS", "FI_MEMORY_TEMP", "THROTTLE_COUNTERS", "Gpu", "NvmlSource",
+__all__ = ["BAD_THROTTLE", "CALLS", "FALLBACK_COUNTERS", "FI_MEMORY_TEMP", "POWER_REASONS", "THROTTLE_COUNTERS", "Gpu",
+           "NvmlOptions", "NvmlSource",
            "field_values", "gpus", "import_nvml", "reason_bit", "start", "text"]

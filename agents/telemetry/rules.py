@@ -22,8 +22,10 @@ from fleetepi.contract import TELEMETRY_KINDS
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _KNOWN = {
     "name", "pattern", "reject", "kind", "code", "family", "catalog", "reason", "severity", "action",
-    "device", "severity_from_text", "unless_recent", "samples", "comment",
+    "device", "severity_from_text", "unless_recent", "samples", "comment", "crash", "remember", "device_from",
 }
+#: crash extractors a rule may name (``fleetepi.agents.applog.crashlines``) and the origin of their events
+CRASH_EXTRACTORS = {"segfault": "kernel_log", "trap": "kernel_log", "oom_kill": "oom_kill", "oom_memcg": None}
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,15 @@ class LogRule:
     severity_from_text: bool = False
     unless_recent: UnlessRecent | None = None
     samples: tuple[str, ...] = field(default_factory=tuple)
+    #: a crash extractor: the line is a crash event (or, with ``reject``, state for one)
+    crash: str | None = None
+    #: remember this line's device under a name, for a later line of the same message
+    remember: str | None = None
+    #: take the device remembered under this name (a multi-line message's first line)
+    device_from: str | None = None
+
+    #: its outcome depends on earlier lines or changes later ones: never cached by text (set by the loader)
+    stateful: bool = False
 
 
 def _rule_lines(text: str) -> dict[str, int]:
@@ -102,8 +113,12 @@ def load_rules(rules_dir: Path | str = RULES_DIR, filename: str = "rules.json") 
         except re.error as exc:
             raise RuleFileError(spath, line, f"rule {name!r}: bad regular expression: {exc}") from None
         _check(bool(raw.get("pattern")), spath, line, f"rule {name!r}: empty pattern")
-        reject, kind = raw.get("reject"), raw.get("kind")
-        _check((reject is None) != (kind is None), spath, line, f"rule {name!r}: needs exactly one of 'reject' or 'kind'")
+        reject, kind, crash = raw.get("reject"), raw.get("kind"), raw.get("crash")
+        _check(crash is None or crash in CRASH_EXTRACTORS, spath, line, f"rule {name!r}: crash must be one of {', '.join(CRASH_EXTRACTORS)}")
+        if crash is not None and CRASH_EXTRACTORS[crash] is not None:
+            _check(reject is None and kind is None, spath, line, f"rule {name!r}: a crash rule takes neither 'reject' nor 'kind'")
+        else:
+            _check((reject is None) != (kind is None), spath, line, f"rule {name!r}: needs exactly one of 'reject' or 'kind'")
         if kind is not None:
             _check(kind in TELEMETRY_KINDS, spath, line, f"rule {name!r}: kind {kind!r} is not one of {', '.join(TELEMETRY_KINDS)}")
         if reject is not None:
@@ -133,15 +148,20 @@ def load_rules(rules_dir: Path | str = RULES_DIR, filename: str = "rules.json") 
             family=raw.get("family"), catalog=raw.get("catalog"), reason=raw.get("reason"),
             severity=sev, action=raw.get("action"), device=device,
             severity_from_text=bool(raw.get("severity_from_text", False)), unless_recent=unless,
-            samples=tuple(samples),
+            samples=tuple(samples), crash=crash, remember=raw.get("remember"), device_from=raw.get("device_from"),
+            stateful=bool(crash or raw.get("remember") or raw.get("device_from") or unless),
         ))
+    remembered = {r.remember for r in rules if r.remember}
+    for r in rules:
+        _check(r.device_from is None or r.device_from in remembered, spath, r.line,
+               f"rule {r.name!r}: device_from {r.device_from!r} is remembered by no rule")
     return tuple(rules)
 
 
 def reasons(rules: Sequence[LogRule]) -> set[str]:
     """Every rejection reason the rules (and the parser) can give."""
     out = {r.reject for r in rules if r.reject} | {r.unless_recent.reason for r in rules if r.unless_recent}
-    return out | {"no_rule", "empty"}
+    return out | {"no_rule", "empty", "unparsed_crash_line"}
 
 
-__all__ = ["LogRule", "TELEMETRY_KINDS", "UnlessRecent", "load_rules", "reasons"]
+__all__ = ["CRASH_EXTRACTORS", "LogRule", "TELEMETRY_KINDS", "UnlessRecent", "load_rules", "reasons"]

@@ -115,6 +115,13 @@ class Crash(_Message, tag=CRASH_SCHEMA):
     modules: list[Module] | None = None
     notes: list[str] | None = None
     partial: bool | None = None
+    #: crashes this event stands for (a flood of one failure deduplicated at the source; default 1)
+    count: Annotated[int, Meta(ge=1)] | None = None
+
+    @property
+    def n(self) -> int:
+        """Crashes this event stands for (1 unless the source counted repeats)."""
+        return 1 if self.count is None else self.count
 
 
 class Telemetry(_Message, tag=TELEMETRY_SCHEMA):

@@ -73,34 +73,44 @@ class TestConfig:
         from fleetepi.agents.cli import EXAMPLE_CONFIG
 
         cfg = load_config(EXAMPLE_CONFIG, host="h")
-        assert {s.kind for s in cfg.sources} == {"inventory", "kmsg", "edac", "nvml", "hwmon"}
+        assert {s.kind for s in cfg.sources} == {"inventory", "kmsg", "edac", "nvml", "hwmon", "applog"}
         assert cfg.labels["rack"] == "r17"
 
-    def test_unknown_source_option_fails_at_startup(self, sysfs, tmp_path):
-        cfg = parse_config({"sources": [{"kind": "edac", "rooot": "/x"}]}, host="h")
-        with pytest.raises(AgentConfigError, match=r"unknown option\(s\) rooot; it takes: per_dimm, root"):
-            Agent(cfg, JsonlPublisher(tmp_path / "o.jsonl"))
+    @pytest.mark.parametrize(("entry", "message"), [
+        # an unknown option names the entry, the option and what the kind takes
+        ({"kind": "edac", "rooot": "/x"}, "sources[1]: unknown option `rooot` for source kind 'edac'; it takes: per_dimm, root"),
+        # a wrong type names the field path
+        ({"kind": "coredir", "max_per_poll": "two"}, "sources[1].max_per_poll: Expected `int`, got `str` (source kind 'coredir')"),
+        # a value out of range
+        ({"kind": "coredir", "max_per_poll": 0}, "sources[1].max_per_poll: Expected `int` >= 1"),
+        # a required option left out
+        ({"kind": "logfile"}, "sources[1]: Object missing required field `path` (source kind 'logfile')"),
+        # a literal option
+        ({"kind": "nvml", "ecc_counter": "forever"}, "sources[1].ecc_counter: Invalid enum value 'forever' (source kind 'nvml')"),
+        ({"kind": "applog", "paths": "/var/log/*.log"}, "sources[1].paths: Expected `array`, got `str`"),
+    ])
+    def test_bad_source_options_fail_at_parse_time_with_the_field_path(self, entry, message):
+        with pytest.raises(AgentConfigError) as err:
+            parse_config({"sources": [{"kind": "kmsg"}, entry]}, host="h")
+        assert message in str(err.value)
+
+    def test_options_are_typed_structs(self):
+        cfg = parse_config({"sources": [{"kind": "edac", "per_dimm": False}]}, host="h")
+        (sc,) = cfg.sources
+        assert type(sc.options).__name__ == "EdacOptions" and sc.options.per_dimm is False
+        assert cfg.redacted()["sources"][0]["options"] == {"root": "/sys/devices/system/edac/mc", "per_dimm": False}
 
 
 class TestRegistry:
-    def test_every_builtin_kind_resolves(self):
-        for kind in ("kmsg", "journal", "logfile", "edac", "nvml", "hwmon", "inventory"):
-            assert reg.lookup(kind).kind == kind
+    def test_every_builtin_kind_resolves_to_a_class_and_an_options_struct(self):
+        import msgspec
 
-    def test_coredir_from_the_core_package_loads(self):
-        try:
-            cls = reg.lookup("coredir")
-        except AgentConfigError as exc:
-            if "cannot import agents.sources.coredir" in str(exc):
-                pytest.skip("agents/sources/coredir.py is not written yet")
-            raise
-        assert cls.kind == "coredir"
+        for kind in reg.BUILTIN:
+            spec = reg.lookup(kind)
+            assert spec.name == kind and spec.cls.kind == kind
+            assert issubclass(spec.options, msgspec.Struct) and callable(spec.cls.from_options)
 
     def test_agent_builds_a_coredir_source_from_config(self, tmp_path, registry):
-        try:
-            reg.lookup("coredir")
-        except AgentConfigError:
-            pytest.skip("agents/sources/coredir.py is not importable yet")
         cfg = parse_config({"sources": [{"kind": "coredir", "directory": str(tmp_path), "interval_s": 5}]}, host="h")
         agent = Agent(cfg, JsonlPublisher(tmp_path / "o.jsonl"), registry=registry)
         (slot,) = agent.slots
@@ -109,12 +119,21 @@ class TestRegistry:
         agent.close()
 
     def test_third_party_registration(self):
-        @reg.register("test-dummy")
+        import msgspec
+
+        class DummyOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+            flavour: str = "plain"
+
+        @reg.register("test-dummy", DummyOptions)
         class Dummy:
             kind = "test-dummy"
 
-            def __init__(self, host: str, flavour: str = "plain") -> None:
+            def __init__(self, host: str, flavour: str) -> None:
                 self.host, self.flavour = host, flavour
+
+            @classmethod
+            def from_options(cls, options, ctx):
+                return cls(ctx.host, options.flavour)
 
             def poll(self, now_ms):
                 return []
@@ -122,10 +141,16 @@ class TestRegistry:
             def close(self):
                 pass
 
-        src = reg.create("test-dummy", {"flavour": "spicy"}, host="h")
+        src = reg.create("test-dummy", {"flavour": "spicy"}, reg.SourceContext(host="h"))
         assert (src.host, src.flavour) == ("h", "spicy")
+        with pytest.raises(AgentConfigError, match=r"test-dummy.*unknown option `colour`"):
+            reg.create("test-dummy", {"colour": "red"}, reg.SourceContext(host="h"))
         with pytest.raises(ValueError, match="already registered"):
-            reg.register("test-dummy")(type("Other", (), {}))
+            reg.register("test-dummy", DummyOptions)(type("Other", (), {"from_options": classmethod(lambda c, o, x: None)}))
+        with pytest.raises(TypeError, match="from_options"):
+            reg.register("test-other", DummyOptions)(type("NoFactory", (), {}))
+        with pytest.raises(TypeError, match="msgspec.Struct"):
+            reg.register("test-other", dict)  # type: ignore[arg-type]
 
 
 class TestAgent:

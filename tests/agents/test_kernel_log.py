@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fleetepi.agents.exceptions import RuleFileError
-from fleetepi.agents.telemetry.kmsg import to_telemetry
-from fleetepi.agents.telemetry.logparse import KernelLogParser, Parsed, Rejected, strip_prefix
+from fleetepi.agents.telemetry.kmsg import to_crash, to_telemetry
+from fleetepi.agents.telemetry.logparse import CrashLine, KernelLogParser, Parsed, Rejected, strip_prefix
 from fleetepi.agents.telemetry.rules import load_rules, reasons
 from fleetepi.agents.telemetry.xid import RULES_DIR, load_catalog, normalize_pci
 from fleetepi.contract import ts_from_ms
@@ -34,7 +34,9 @@ def outcomes(name: str) -> dict[int, Parsed | Rejected]:
     return {i: parser.parse(line) for i, _, line in real_lines(name)}
 
 
-def label(o: Parsed | Rejected) -> str:
+def label(o: Parsed | Rejected | CrashLine) -> str:
+    if isinstance(o, CrashLine):
+        return f"crash:{o.origin}"
     return f"{o.kind}:{o.code}" if isinstance(o, Parsed) else o.reason
 
 
@@ -47,10 +49,12 @@ EXPECTED_SUMMARY = {
     "ecc.txt": {"boot_info": 1, "ecc_corrected:None": 1, "ecc_uncorrected:None": 1, "edac_mce_detail": 7,
                 "ghes_detail": 10, "mce_detail": 2, "mce_summary": 3, "mcelog_record": 10, "other:None": 1,
                 "pcie:None": 1, "rasdaemon_summary": 1},
-    "misc.txt": {"cuda_runtime_log": 7, "gpu_tool_log": 3, "other:None": 1, "segfault_not_hardware": 1,
+    "misc.txt": {"cuda_runtime_log": 7, "gpu_tool_log": 3, "other:None": 1, "crash:kernel_log": 1,
                  "stack_trace": 8, "thermal:None": 1},
+    # application output in the kernel log: named, and read by the applog source instead (tests/agents/test_applog.py)
     "nccl.txt": {"nccl_log": 34},
-    "oom.txt": {"cuda_runtime_log": 5, "oom_kill_not_hardware": 6},
+    # the OOM killer's kill lines are crash events (origin oom_kill); the lines around them are detail
+    "oom.txt": {"cuda_runtime_log": 5, "crash:oom_kill": 3, "oom_kill_detail": 3},
 }
 
 # (file, line number, a piece of the line) -> expected outcome:
@@ -130,11 +134,19 @@ EXPECTED = [
     # DCGM thermal and power violations
     (("misc.txt", 12, "thermal violation in GPU 2"), ("thermal", None, "gpu2", "warning", "thermal_violation: ")),
     (("misc.txt", 13, "power violation"), ("other", None, "0000:0f:00", "info", "power_violation: ")),
-    # a process segfault reaches us as a core dump, not as telemetry
-    (("misc.txt", 14, "segfault at 7f797fe00000"), "segfault_not_hardware"),
     (("misc.txt", 3, "illegal memory access"), "cuda_runtime_log"),
     (("nccl.txt", 1, "Watchdog caught collective operation timeout"), "nccl_log"),
-    (("oom.txt", 6, "Out of memory: Killed process 15784"), "oom_kill_not_hardware"),
+    (("oom.txt", 7, "oom_reaper: reaped process 15784"), "oom_kill_detail"),
+]
+
+# Kernel lines about a process that died: crash events (file, line, piece) -> (origin, signature, cpu, fault_class).
+EXPECTED_CRASHES = [
+    # a user-space segfault: libnccl at a module-relative offset, the address not mapped (error 4: read, not present)
+    (("misc.txt", 14, "segfault at 7f797fe00000"), ("kernel_log", "libnccl.so.2!0x69996", None, "unmapped")),
+    # the OOM killer: named by the process (python3 -> python), one case per kill
+    (("oom.txt", 6, "Out of memory: Killed process 15784"), ("oom_kill", "oom_kill!python", None, None)),
+    (("oom.txt", 8, "Killed process 25315"), ("oom_kill", "oom_kill!python", None, None)),
+    (("oom.txt", 11, "Killed process 7899 (python)"), ("oom_kill", "oom_kill!python", None, None)),
 ]
 
 
@@ -147,6 +159,8 @@ def test_every_real_line_has_a_known_outcome(name):
     for i, o in got.items():
         if isinstance(o, Rejected):
             assert o.reason in allowed, (name, i)
+        elif isinstance(o, CrashLine):
+            assert o.origin in {"kernel_log", "oom_kill"}
         else:
             assert o.kind in {"xid", "ecc_corrected", "ecc_uncorrected", "thermal", "nvlink", "pcie", "other"}
     assert dict(Counter(label(o) for o in got.values())) == EXPECTED_SUMMARY[name]
@@ -167,12 +181,26 @@ def test_interesting_lines(where, expected):
     assert o.message.startswith(msg), o.message
 
 
+@pytest.mark.parametrize(("where", "expected"), EXPECTED_CRASHES, ids=lambda v: f"{v[0]}:{v[1]}" if isinstance(v, tuple) and len(v) == 3 else None)
+def test_kernel_lines_of_dead_processes_are_crash_events(where, expected, validate):
+    name, lineno, piece = where
+    assert piece in real_lines(name)[lineno - 1][2]
+    o = outcomes(name)[lineno]
+    assert isinstance(o, CrashLine), o
+    crash = to_crash(o, "gpu-a-001", ts_from_ms(1_700_000_000_000))
+    assert (crash.origin, crash.signature, crash.cpu, crash.fault_class) == expected
+    validate(crash)
+
+
 @pytest.mark.parametrize("name", LOG_FILES)
 def test_events_from_real_lines_validate_against_the_schema(name, validate):
     for o in outcomes(name).values():
         if isinstance(o, Parsed):
             doc = validate(to_telemetry(o, "gpu-a-001", ts_from_ms(1_700_000_000_000)))
             assert doc["host"] == "gpu-a-001"
+        elif isinstance(o, CrashLine):
+            doc = validate(to_crash(o, "gpu-a-001", ts_from_ms(1_700_000_000_000)))
+            assert doc["schema"] == "fleetepi.crash/v1"
 
 
 def test_xid_events_carry_catalog_severity_and_action():
@@ -286,3 +314,69 @@ def test_every_shipped_rule_matches_its_samples_and_is_reachable():
         for sample in rule.samples:
             o = KernelLogParser(rules).parse(sample)
             assert o.rule == rule.name, (rule.name, sample, o)
+
+
+class TestLinesMissedBefore:
+    """Issue 12's list of kernel-log lines that fleetepi did not read; each in the form the tool writes it."""
+
+    def test_syslog_without_host_keeps_nvrm(self):
+        # rsyslog with a template without %HOSTNAME%: "NVRM:" sits where the program name would be
+        o = KernelLogParser().parse("Feb 15 17:37:45 NVRM: Xid (PCI:0000:41:00): 13, Graphics Exception: ESR 0x5067b0=0x9")
+        assert isinstance(o, Parsed) and (o.kind, o.code, o.device) == ("xid", 13, "0000:41:00")
+        o = KernelLogParser().parse("Sep 16 19:51:15 mce: [Hardware Error]: CPU 3: Machine Check: 0 Bank 4: a600000000020408")
+        assert isinstance(o, Parsed) and o.device == "cpu3"
+
+    def test_edac_ce_without_an_error_type_word(self):
+        o = KernelLogParser().parse("[ 1234.5] EDAC MC0: 4 CE error on CPU#0Channel#2_DIMM#0 (channel:2 slot:0 page:0x0 offset:0x0 grain:8 syndrome:0x0)")
+        assert isinstance(o, Parsed)
+        assert (o.kind, o.count, o.device) == ("ecc_corrected", 4, "mc0/CPU#0Channel#2_DIMM#0")
+
+    def test_three_line_fallen_off_the_bus_counts_once_as_xid79(self):
+        p = KernelLogParser()
+        got = [p.parse(line) for line in (
+            "[ 812.1] NVRM: The NVIDIA GPU 0000:3b:00.0",
+            "[ 812.1] NVRM: (PCI ID: 10de:20b0) installed in this system has",
+            "[ 812.1] NVRM: fallen off the bus and is not responding to commands.",
+        )]
+        assert [label(o) for o in got] == ["off_bus_banner", "off_bus_banner", "xid:79"]
+        assert got[2].device == "0000:3b:00" and got[2].severity == "critical"
+        # after an Xid 79 line for the same GPU, the banner does not count again
+        p = KernelLogParser()
+        first = p.parse("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+        again = [p.parse(line) for line in ("NVRM: The NVIDIA GPU 0000:3b:00.0",
+                                            "NVRM: (PCI ID: 10de:20b0) installed in this system has",
+                                            "NVRM: fallen off the bus and is not responding to commands.")]
+        assert label(first) == "xid:79" and label(again[2]) == "fallen_off_bus_after_xid79"
+
+    def test_gsp_reset_required(self):
+        o = KernelLogParser().parse("NVRM: GPU0 _kgspRpcRecvPoll: GSP RPC failed with status 0x00000067 (NV_ERR_RESET_REQUIRED)")
+        assert isinstance(o, Parsed) and (o.kind, o.severity, o.action) == ("other", "critical", "RESET_GPU")
+        assert o.message.startswith("gpu_reset_required: ")
+
+    def test_rasdaemon_rows(self):
+        ue = KernelLogParser().parse("1 2024-03-02 10:11:12 +0000 1 Uncorrected error(s): memory read error at "
+                                     "CPU_SrcID#0_MC#0_Chan#0_DIMM#0 location: 0:0:0:-1, addr 8589934592, grain 5, syndrome 0")
+        assert isinstance(ue, Parsed) and (ue.kind, ue.count, ue.device) == ("ecc_uncorrected", 1, "CPU_SrcID#0_MC#0_Chan#0_DIMM#0")
+        # the error-count summary is a running total without a time: still no event
+        assert label(KernelLogParser().parse("CPU_SrcID#1_Ha#0_Chan#0_DIMM#0\t5539\t0")) == "rasdaemon_summary"
+
+    def test_mcelog_uncorrected_error_on_the_records_cpu(self):
+        p = KernelLogParser()
+        record = ["Hardware event. This is not a software error.", "MCE 0", "CPU 7 BANK 4 ", "MISC 2000000000000000 ADDR 1000",
+                  "TIME 1537152664 Sun Sep 16 19:51:04 2018", "Uncorrected error", "MCA: Internal parity error",
+                  "STATUS b200000000000405 MCGSTATUS 7"]
+        got = [p.parse(line) for line in record]
+        events = [o for o in got if isinstance(o, Parsed)]
+        assert len(events) == 1 and (events[0].kind, events[0].device, events[0].severity) == ("other", "cpu7", "critical")
+        assert events[0].message.startswith("mce_uncorrected: ")
+
+    def test_trap_and_segfault_with_cpu(self, validate):
+        seg = KernelLogParser().parse("python3[5521]: segfault at 0 ip 00007f3a1b2c4d5e sp 00007ffd3a1b2c40 error 6 in "
+                                      "libtorch_cuda.so[7f3a1a000000+2000000] likely on CPU 42 (core 10, socket 1)")
+        assert isinstance(seg, CrashLine)
+        assert (seg.fields.signature, seg.fields.cpu, seg.fields.fault_class) == ("libtorch_cuda.so!0x12c4d5e", 42, "null_page")
+        gp = KernelLogParser().parse("traps: python3[12345] general protection fault ip:7f1c2b3a4d5e sp:7ffd1c2b3a40 error:0 in "
+                                     "libc.so.6[7f1c2b300000+195000]")
+        assert isinstance(gp, CrashLine) and gp.fields.signal == "SIGSEGV" and "gp_fault" in gp.fields.shape_flags
+        for o in (seg, gp):
+            validate(to_crash(o, "h", ts_from_ms(0)))

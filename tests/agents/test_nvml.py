@@ -39,7 +39,8 @@ def test_temperature_thresholds_from_the_gpu_and_throttle_reasons():
     fake = FakeNvml([FakeGpu(temperature_c=50, slowdown_c=87)])
     src = NvmlSource("h", nvml=fake, sample_interval_s=300)
     assert [(e.kind, e.device, e.value) for e in src.poll(0)] == [
-        ("thermal", "0000:18:00", 50.0), ("thermal", "0000:18:00/hbm", 37.0)]  # GPU, then HBM sample
+        ("thermal", "0000:18:00", 50.0), ("thermal", "0000:18:00/hbm", 37.0),  # GPU, then HBM sample
+        ("power", "0000:18:00", 71.2)]  # the idle H100's captured draw, 71156 mW
     fake.gpus[0].temperature_c = 88
     fake.gpus[0].throttle = fake.nvmlClocksThrottleReasonHwThermalSlowdown | fake.nvmlClocksThrottleReasonGpuIdle
     got = {e.message: e for e in src.poll(30_000)}
@@ -123,22 +124,26 @@ def test_real_h100_capture_through_the_agent(data_dir, tmp_path, capture, missin
     assert fake.missing == missing
     cfg = parse_config({"host": "gpu-h100-001", "sources": [
         {"kind": "inventory", "dmi_root": str(tmp_path / "no-dmi"), "cpuinfo": str(tmp_path / "no-cpuinfo"),
-         "nvml": fake, "kernel": "6.18.44-fc-v657-gpu"},
-        {"kind": "nvml", "nvml": fake},
+         "kernel": "6.18.44-fc-v657-gpu"},
+        {"kind": "nvml"},
     ]})
     out = tmp_path / "events.jsonl"
-    agent = Agent(cfg, JsonlPublisher(out))
+    agent = Agent(cfg, JsonlPublisher(out), nvml=fake)
     agent.run_once()
     docs = [json.loads(line) for line in out.read_text().splitlines()]
     assert docs[0]["schema"] == "fleetepi.host/v1"
     assert docs[0]["attributes"] == {"driver": "580.159.04", "gpu_count": "1", "gpu_family": "H100",
                                      "gpu_model": "H100 80GB HBM3", "kernel": "6.18.44-fc-v657-gpu",
                                      "vbios": "96.00.DA.00.0C"}
-    # an idle, healthy H100: one GPU and one HBM temperature sample; ECC, remap and
-    # throttle-time totals are baselines, the GPU-idle clock reason is not worth an event
+    # an idle, healthy H100: one GPU and one HBM temperature sample and one power sample
+    # (captured: 71156 mW against a 700000 mW limit); ECC, remap and throttle-time totals are
+    # baselines, the GPU-idle clock reason is not worth an event
     temp = float(cap["gpus"][0]["nvmlDeviceGetTemperature(GPU)"]["ok"])
-    assert [(d["kind"], d["device"], d["value"], d["message"]) for d in docs[1:]] == [
-        ("thermal", "0000:00:06", temp, "temperature sample"), ("thermal", "0000:00:06/hbm", 37.0, "temperature sample")]
+    watts = round(cap["gpus"][0]["nvmlDeviceGetPowerUsage"]["ok"] / 1000, 1)
+    assert 60 < watts < 80 and cap["gpus"][0]["nvmlDeviceGetEnforcedPowerLimit"]["ok"] == 700_000
+    assert [(d["kind"], d["device"], d.get("value"), d["message"]) for d in docs[1:]] == [
+        ("thermal", "0000:00:06", temp, "temperature sample"), ("thermal", "0000:00:06/hbm", 37.0, "temperature sample"),
+        ("power", "0000:00:06", watts, "power sample")]
     for d in docs:
         assert d["host"] == "gpu-h100-001"
     assert fake.calls[temperature_fn] >= 1
@@ -400,6 +405,55 @@ def test_real_h100_under_load_replayed(data_dir):
         g.temperature_c, g.memory_temperature_c, g.throttle = r["temp"], r["hbm"], int(r["reasons"], 16)
         g.throttle_ns = {int(k): v for k, v in r["fields"].items()}
         events += src.poll(int(r["t"] * 1000))
-    assert {e.message for e in events} == {"temperature sample"}
+    assert {e.message for e in events if e.kind == "thermal"} == {"temperature sample"}
     hbm = [e.value for e in events if e.device == "0000:00:06/hbm"]
     assert hbm[0] == 37.0 and max(hbm) >= 55.0
+
+
+def test_power_under_the_real_h100_load_crosses_the_limit_line_once(data_dir, validate):
+    """Captured readings (h100-load.json: 71 W idle, 698-714 W against the 700 W limit under bf16 matmuls):
+    one crossing of 95 % of the enforced limit, no flapping while the GPU sits on its cap, samples otherwise."""
+    import json
+
+    load = json.loads((data_dir / "nvml" / "h100-load.json").read_text())
+    fake = FakeNvml.from_capture(h100(data_dir))
+    assert (fake.gpus[0].power_mw, fake.gpus[0].power_limit_mw) == (71156, 700000)  # captured, idle
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0, power_sample_interval_s=10)
+    g = fake.gpus[0]
+    power = []
+    for r in load["samples"]:
+        g.temperature_c, g.memory_temperature_c, g.throttle = r["temp"], r["hbm"], int(r["reasons"], 16)
+        g.throttle_ns = {int(k): v for k, v in r["fields"].items()}
+        g.power_mw = int(r["power_w"] * 1000)
+        power += [e for e in src.poll(int(r["t"] * 1000)) if e.kind == "power"]
+    crossings = [e for e in power if e.message != "power sample"]
+    peak = max(r["power_w"] for r in load["samples"])
+    first_high = next(r for r in load["samples"] if r["power_w"] >= 665)
+    assert [(e.severity, e.value) for e in crossings][:1] == [("warning", round(first_high["power_w"], 1))]
+    assert all(e.value is not None for e in power)  # readings in watts
+    assert peak > 700 and len([e for e in crossings if e.severity == "warning"]) == 1
+    for e in power:
+        validate(e)
+
+
+def test_power_limit_change_and_power_brake_are_power_events(validate):
+    fake = FakeNvml([FakeGpu()])
+    src = NvmlSource("h", nvml=fake, sample_interval_s=0, power_sample_interval_s=0)
+    assert list(src.poll(0)) == []
+    g = fake.gpus[0]
+    g.power_limit_mw = 500_000  # a facility controller capped the GPU
+    g.throttle = fake.nvmlClocksEventReasonHwPowerBrakeSlowdown
+    got = {e.message: e for e in src.poll(30_000)}
+    assert got["enforced power limit changed from 700 W to 500 W"].kind == "power"
+    brake = got["clocks throttled: hw_power_brake"]
+    assert (brake.kind, brake.value) == ("power", None)
+    g.throttle_ns[271] += 40_000_000
+    (timed,) = src.poll(60_000)
+    assert (timed.kind, timed.message) == ("power", "clocks throttled 40 ms since last poll: hw_power_brake")
+    for e in [*got.values(), timed]:
+        validate(e)
+    # a GPU without power readings: off for that GPU, nothing else changes
+    off = NvmlSource("h", nvml=FakeNvml([FakeGpu(unsupported={"power"})]), sample_interval_s=0)
+    assert list(off.poll(0)) == [] and off.gpus[0].unsupported == {"power"}
+    # and the option to turn it off
+    assert [e for e in NvmlSource("h", nvml=FakeNvml(), sample_interval_s=300, power=False).poll(0) if e.kind == "power"] == []

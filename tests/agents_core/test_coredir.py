@@ -93,7 +93,8 @@ def test_built_by_the_agents_source_registry(tmp_path):  # type: ignore[no-untyp
     from fleetepi.agents.sources import registry as sources
 
     prom = CollectorRegistry()
-    src = sources.create("coredir", {"directory": str(tmp_path), "max_per_poll": 1}, host="node-9", registry=prom)
+    src = sources.create("coredir", {"directory": str(tmp_path), "max_per_poll": 1},
+                         sources.SourceContext(host="node-9", registry=prom))
     try:
         assert isinstance(src, CoreDirSource) and src.host == "node-9"
         assert prom.get_sample_value("fleetepi_agent_cores_total", {"outcome": "ok"}) == 0.0
