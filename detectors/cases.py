@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from msgspec import Struct, field
 
-from fleetepi.contract import Crash, Telemetry
+from fleetepi.contract import Crash, Host, Telemetry
 from fleetepi.detectors.config import DetectorConfig
 from fleetepi.detectors.units import UnitFilter
 
@@ -129,19 +129,22 @@ class CaseMaker(Struct):
         self.thermal.expire(now_ms)
 
 
-def canonical(event: Crash | Telemetry, ts_ms: int) -> tuple:
+def canonical(event: Host | Crash | Telemetry, ts_ms: int) -> tuple:
     """Sort key that orders events of one step the same however they arrived.
 
     Every field a detector's decision can depend on is in it, so two events
     equal in the key are interchangeable.
     """
+    if type(event) is Host:
+        h: Host = event  # type: ignore[assignment]
+        return (ts_ms, h.host, -1, tuple(sorted(h.attributes.items())))
     if type(event) is Crash:
         c: Crash = event  # type: ignore[assignment]
         return (ts_ms, c.host, 0, c.signature, c.job or "", c.fault_class or "", tuple(c.shape_flags or ()),
-                c.bitflip_score if c.bitflip_score is not None else -1.0, c.cpu if c.cpu is not None else -1)
+                c.bitflip_score if c.bitflip_score is not None else -1.0, c.cpu if c.cpu is not None else -1, c.n)
     t: Telemetry = event  # type: ignore[assignment]
     return (ts_ms, t.host, 1, t.kind, t.code if t.code is not None else -1, t.device or "",
-            t.count if t.count is not None else -1, t.value if t.value is not None else -1e300, "", -1.0, -1)
+            t.count if t.count is not None else -1, t.value if t.value is not None else -1e300, "", -1.0, -1, 0)
 
 
 __all__ = ["ROUTES", "Case", "CaseMaker", "Crossings", "canonical", "channel_of"]

@@ -265,7 +265,7 @@ class CohortCorrelation(Struct):
 
     def _tests(self, key: str, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
                inventory: Inventory, ceiling: float, max_scale: int | None = None) -> list[_Test]:
-        out = []
+        out: list[_Test] = []
         a = pk[: pk.index("\x1f")]
         n1, n_all = inventory.sizes.get(pk, 0), inventory.attribute_hosts.get(a, 0)
         if n1 < self.min_cohort_hosts or n1 >= n_all:
@@ -330,11 +330,11 @@ class CohortCorrelation(Struct):
                     notes_of[alias].append(f"alias: {a}={v} has exactly the same hosts (confounded; the data "
                                            f"cannot tell them apart)")
                 continue
-            why = self._explained(st, t, a, v, mine, accepted, g, inventory)
-            if why is not None:
-                apk, text = why
-                if apk in notes_of:
-                    notes_of[apk].append(text)
+            explained = self._explained(st, t, a, v, mine, accepted, g, inventory)
+            if explained is not None:
+                by, text = explained
+                if by in notes_of:
+                    notes_of[by].append(text)
                 continue
             accepted.append((t.pair, mine))
             notes_of[t.pair] = []

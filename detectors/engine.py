@@ -118,11 +118,16 @@ class Engine:
         #: Hook ``on_invalid(reason, event, ts_ms)``, called after each admission drop or flag is
         #: counted, so a runner can log it, keep its line number or dead-letter it.
         self.on_invalid: Callable[[str, Event, int], None] | None = None
-        #: Hook ``feed_inventory(ts_ms)``: bring the inventory up to ``ts_ms`` before an event is
-        #: admitted or events dated before ``ts_ms`` are folded. The embedded run needs none
-        #: (announcements are events of the same stream); a stream worker reads them from the hosts
-        #: topic and brings them into force in event time through this (``fleetepi.stream.state``).
+        #: Hook ``feed_inventory(ts_ms)``: bring every announcement dated up to ``ts_ms`` into force
+        #: before the events dated before ``ts_ms + 1`` are folded. The embedded run needs none
+        #: (announcements are events of the same stream, folded with the others); a stream worker
+        #: reads them from the hosts topic and brings them into force through this
+        #: (``fleetepi.stream.state``): either way, at a step boundary the inventory holds exactly
+        #: the announcements dated before the fold horizon.
         self.feed_inventory: Callable[[int], None] | None = None
+        #: host -> its first announcement's time, as admitted (or, in a stream worker, as read from
+        #: the hosts topic): an event before it is flagged ``unknown_host`` (and still used).
+        self.announced: dict[str, int] = {}
 
     # ------------------------------------------------------------------ processing
     def process(self, event: Event) -> list[Alert]:
@@ -144,31 +149,33 @@ class Engine:
             return self._reject("out_of_order", event, ts_ms)
         if type(event) is Host:
             self.events["host"] += 1
-            self.inventory.announce(event.host, ts_ms, event.attributes)
+            first = self.announced.get(event.host)
+            if first is None or ts_ms < first:
+                self.announced[event.host] = ts_ms
         else:
-            kind = "crash" if type(event) is Crash else "telemetry"
-            self.events[kind] += 1
-            if self.feed_inventory is not None:
-                self.feed_inventory(ts_ms)
-            if not self.inventory.seen(event.host, ts_ms):  # type: ignore[union-attr]
+            self.events["crash" if type(event) is Crash else "telemetry"] += 1
+            first = self.announced.get(event.host)  # type: ignore[union-attr]
+            if first is None or first > ts_ms:
                 self.invalid["unknown_host"] += 1
                 if self.on_invalid is not None:
                     self.on_invalid("unknown_host", event, ts_ms)
-            if self.detectors:  # an input stage's engine only admits and counts
-                if ts_ms < self._folded_ms:
-                    self.flags["folded_late"] += 1
-                self._seq += 1
-                self._buffer.append((ts_ms, self._seq, event))  # type: ignore[arg-type]
+        if self.detectors:  # an input stage's engine only admits and counts
+            if ts_ms < self._folded_ms:
+                self.flags["folded_late"] += 1
+            self._seq += 1
+            self._buffer.append((ts_ms, self._seq, event))  # type: ignore[arg-type]
         if wm is None or ts_ms > wm:
             self.watermark_ms = ts_ms
             if wm is None:
                 self.clock.ref_ms = ts_ms - ts_ms % self._step_ms  # decayed counts inflate from here
-            if self._next_tick_ms is None:
-                self._next_tick_ms = ts_ms - ts_ms % self._step_ms + self._step_ms
-            elif ts_ms >= self._next_tick_ms:
-                out.extend(self._tick(ts_ms))
+            # held events now within reach go in first: a boundary is decided with every event
+            # dated before it, whether it was held on the way or not
             if self._held:
                 out.extend(self._release(ts_ms + self._jump_ms))
+            if self._next_tick_ms is None:
+                self._next_tick_ms = ts_ms - ts_ms % self._step_ms + self._step_ms
+            elif self.watermark_ms >= self._next_tick_ms:
+                out.extend(self._tick(self.watermark_ms))
         return out
 
     def _reject(self, reason: str, event: Event, ts_ms: int) -> list[Alert]:
@@ -242,12 +249,13 @@ class Engine:
 
     def _decide_at(self, at_ms: int) -> list[Alert]:
         ctx = self.ctx
-        if ctx.start_ms is None:
-            ctx.start_ms = self.inventory.first_ms
         horizon = at_ms - self._settle_ms
         if self.feed_inventory is not None:
             self.feed_inventory(horizon - 1)  # announcements dated before the fold horizon are in force
         self._fold(horizon)
+        first = self.inventory.first_ms
+        if first is not None and (ctx.start_ms is None or first < ctx.start_ms):
+            ctx.start_ms = first  # the stream starts at its first announcement (or first event, see begin)
         clock = self.clock
         if clock.due(at_ms):
             factors = clock.rebase(at_ms)
@@ -277,9 +285,18 @@ class Engine:
         self._buffer = [x for x in buf if x[0] >= horizon_ms] if len(ready) < len(buf) else []
         ready.sort(key=_by_time)
         _canonical_ties(ready)
-        keys_at, ctx, make, dets = self.inventory.keys_at, self.ctx, self.cases.case, self.detectors
+        inv = self.inventory
+        # announcements first: the inventory at a boundary holds those dated before its horizon,
+        # whenever they arrived (the stream workers bring theirs in the same way)
+        for ts_ms, _, event in ready:
+            if type(event) is Host:
+                inv.announce(event.host, ts_ms, event.attributes)
+        keys_at, ctx, make, dets = inv.keys_at, self.ctx, self.cases.case, self.detectors
         quiet = self.cases.quiet_reading
         for ts_ms, _, event in ready:
+            if type(event) is Host:
+                continue
+            inv.seen(event.host, ts_ms)  # a host that was never announced joins the fleet, attribute-less
             if quiet(event):
                 continue  # a reading below its threshold on a device that was not hot: nothing to count
             keys = keys_at(event.host, ts_ms)
@@ -292,6 +309,11 @@ class Engine:
             for det in dets:
                 det.fold(case, ctx)
 
+    @property
+    def decided_ms(self) -> int | None:
+        """The last step boundary decided (None before the first)."""
+        return None if self._next_tick_ms is None else self._next_tick_ms - self._step_ms
+
     def begin(self, start_ms: int) -> None:
         """Date the stream's start (warm-up counts from it) when a runner knows it better than the inventory."""
         if self.ctx.start_ms is None or start_ms < self.ctx.start_ms:
@@ -299,22 +321,32 @@ class Engine:
 
     def advance(self, watermark_ms: int) -> list[Alert]:
         """Let event time pass to ``watermark_ms`` without events (idle partitions, end of input)."""
+        out: list[Alert] = []
+        if self._held:
+            out.extend(self._release(watermark_ms + self._jump_ms))  # admitted as events: they tick
         if self.watermark_ms is None or watermark_ms > self.watermark_ms:
             self.watermark_ms = watermark_ms
         if self._next_tick_ms is None:
             self._next_tick_ms = watermark_ms - watermark_ms % self._step_ms + self._step_ms
             self.clock.ref_ms = watermark_ms - watermark_ms % self._step_ms
-            return []
-        if self.watermark_ms < self._next_tick_ms:
-            return []
-        return self._tick(self.watermark_ms)
+            return out
+        if self.watermark_ms >= self._next_tick_ms:
+            out.extend(self._tick(self.watermark_ms))
+        return out
 
     def flush(self) -> list[Alert]:
-        """End of input: pass enough boundaries for every buffered event to be folded and decided."""
-        if self.watermark_ms is None:
+        """End of input: decide enough boundaries for every buffered event to be folded.
+
+        The watermark stays at the last event: event time did not pass, the
+        input ended (a replay's metrics and summary report the data's time).
+        """
+        if self.watermark_ms is None or self._next_tick_ms is None:
             return []
         last = max((x[0] for x in self._buffer), default=self.watermark_ms)
-        return self.advance(max(self.watermark_ms, last + self._settle_ms + self._step_ms))
+        target = max(self.watermark_ms, last + self._settle_ms + self._step_ms)
+        if target < self._next_tick_ms:
+            return []
+        return self._tick(target)
 
     # ------------------------------------------------------------------ state
     def snapshot(self) -> dict[str, Any]:
@@ -334,6 +366,7 @@ class Engine:
             "inventory": self.inventory.snapshot(),
             "cases": self._to_builtins(self.cases),
             "detectors": {d.name: {"version": d.state_version, "state": d.snapshot()} for d in self.detectors},
+            "announced": dict(self.announced),
             "events": dict(self.events),
             "invalid": dict(self.invalid),
             "alerts": dict(self.alerts),
@@ -376,6 +409,7 @@ class Engine:
         self.cases = msgspec.convert(state["cases"], CaseMaker)
         for d in self.detectors:
             d.restore(dets[d.name]["state"])
+        self.announced = {str(h): int(t) for h, t in state.get("announced", {}).items()}
         self.events = Counter(state["events"])
         self.invalid = Counter(state["invalid"])
         self.alerts = Counter(state["alerts"])

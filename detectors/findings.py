@@ -13,9 +13,10 @@ and the cohort that explains it).
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
-PAGE = "page"
-TICKET = "ticket"
+PAGE: Final = "page"
+TICKET: Final = "ticket"
 
 #: finding -> (severity, what it means). The runbooks (docs/runbooks/) follow these names.
 FINDINGS: dict[str, tuple[str, str]] = {

@@ -130,8 +130,9 @@ class HostSpike:
         e = self._evidence(case.host)
         e.last_ms = max(e.last_ms, case.ts_ms)
         sig = crash.signature
-        e.sigs[sig] = e.sigs.get(sig, 0.0) + gd
-        e.crashes += gd
+        n = gd * crash.n  # a source that counted repeats (a flood of one traceback) says how many
+        e.sigs[sig] = e.sigs.get(sig, 0.0) + n
+        e.crashes += n
         self.state.crash_touched.add(case.host)
         odd = odd_shape(crash, c.host_bitflip_min)
         if odd:

@@ -327,7 +327,7 @@ class Inventory:
         """
         pairs, attrs = self.members()
         value_of: dict[str, dict[str, set[str]]] = {}
-        for host, hist in self._hosts.items():
+        for hist in self._hosts.values():
             latest = hist.attrs[-1]
             for a, v in latest.items():
                 value_of.setdefault(a, {}).setdefault(v, set())

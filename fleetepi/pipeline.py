@@ -156,6 +156,8 @@ class Pipeline:
         self._dropped = False
         self._started: float | None = None
         self._next_hook = self.engine.on_invalid  # a hook the engine already had keeps working
+        #: latest attributes per host as read (metrics labels only)
+        self._attrs: dict[str, dict[str, str]] = {}
         self.engine.on_invalid = self._on_admission
 
     # ------------------------------------------------------------------ bad input
@@ -233,12 +235,14 @@ class Pipeline:
             return
         m.count_event(kind)
         if kind == "host":
-            m.set_hosts(len(self.engine.inventory))
+            # the metrics' cohort labels follow announcements as they are read; the engine brings
+            # them into force at its next step boundary (its decisions are in event time)
+            self._attrs[event.host] = event.attributes  # type: ignore[union-attr]
+            m.set_hosts(len(self._attrs))
         elif kind == "crash":
             m.observe_crash(event, event.ts_ms)  # type: ignore[arg-type]
         elif kind == "telemetry":
-            ts_ms = event.ts_ms
-            m.observe_telemetry(event, self.engine.inventory.attributes_at(event.host, ts_ms))  # type: ignore[arg-type]
+            m.observe_telemetry(event, self._attrs.get(event.host, {}))  # type: ignore[arg-type,union-attr]
 
     def _emit(self, alerts: list[Alert]) -> None:
         s = self.summary
@@ -254,10 +258,10 @@ class Pipeline:
         eng = self.engine
         self.summary.events = Counter(eng.events)
         self.summary.watermark_ms = eng.watermark_ms
-        self.summary.hosts = len(eng.inventory)
+        self.summary.hosts = len(eng.announced)
         if self.metrics is not None:
             self.metrics.set_watermark(eng.watermark_ms)
-            self.metrics.set_hosts(len(eng.inventory))
+            self.metrics.set_hosts(len(eng.announced))
 
     def run(self, lines: Iterable[bytes], progress: Callable[[], None] | None = None) -> RunSummary:
         """Process every line; call ``progress()`` every :data:`REPORT_EVERY` lines.
@@ -341,19 +345,15 @@ class Pipeline:
         self.report()
 
     def finish(self) -> list[Alert]:
-        """End of input: evaluate any step boundary up to the last watermark not evaluated yet.
+        """End of input: let event time pass until every buffered event is folded and decided.
 
-        The Engine evaluates at every boundary an event passes, so after a
-        plain stream this emits nothing; it matters when the clock was moved
-        without events (``Engine.advance``), and it is where a resolution due
-        at the last boundary would come out.
+        The Engine folds an event at the first step boundary after it has
+        settled (``settle_s``); at the end of a recording nothing moves event
+        time past the last events, so this does (``Engine.flush``).
         """
-        wm = self.engine.watermark_ms
-        alerts: list[Alert] = []
-        if wm is not None:
-            alerts = self.engine.advance(wm)
-            if alerts:
-                self._emit(alerts)
+        alerts = self.engine.flush()
+        if alerts:
+            self._emit(alerts)
         self._stop()
         return alerts
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -563,12 +564,21 @@ class StreamWorker:
         return {f"{st.stage.name}/{st.partition}": st.next_offset
                 for st in sorted(self._owned(), key=lambda s: (s.stage.name, s.partition))}
 
+    def _decided_ms(self) -> int | None:
+        """The last step boundary the fleet stage decided (None if this worker does not own it)."""
+        got = [st.engine.decided_ms for st in self._owned() if st.stage.framed]
+        return max((d for d in got if d is not None), default=None)
+
     def status(self) -> dict[str, Any]:
         return {"worker": self.worker_name, "hosts": len(self.inventory), "inventory_ready": self.hostfeed.ready.is_set(),
                 "inventory_sync_timeouts": self.metrics.inventory_sync_timeouts,
                 "events": dict(self.pipeline.events), "invalid": {k: v for k, v in self.pipeline.invalid.items() if v},
                 "deadletters": {f"{t}|{r}": n for (t, r), n in self.metrics.deadletters.items() if n},
                 "alerts": dict(self.pipeline.alerts), "rebuilt_records": self.metrics.rebuilt,
+                "decided_ms": self._decided_ms(),
+                "engine_flags": dict(sum((st.engine.flags for st in self._owned() if st.stage.framed), Counter())),
+                "held": {f"{st.stage.name}/{st.partition}": [len(st.heap), sorted(st.src_wm.items()), sorted(st.src_idle)]
+                         for st in self._owned() if st.stage.framed},
                 "positions": self._positions()}
 
 

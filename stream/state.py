@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from fleetepi.contract import Alert, Event, decode_event
-from fleetepi.detectors import DetectorConfig, Engine, Inventory
+from fleetepi.detectors import DetectorConfig, Engine
 from fleetepi.exceptions import InvalidMessage
 from fleetepi.stream.partitioning import Stage, read_bundle
 
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 IDLE_MARK = -1
 
 #: Bumped when the layout of :meth:`PartitionState.snapshot` changes.
-STATE_VERSION = "partition/3"
+STATE_VERSION = "partition/4"
 
 
 class PartitionState:
@@ -76,6 +76,11 @@ class PartitionState:
         self.hosts = hosts
         #: Announcements of ``hosts`` already taken into ``host_queue``.
         self.hosts_cursor = 0
+        #: Announcements of ``hosts`` already entered in the Engine's ``announced``.
+        self._known_cursor = 0
+        #: Event time up to which announcements are in force (a restored state skips those again).
+        self.hosts_fed_ms = -1
+        self._skip_upto_ms = -1
         #: Announcements taken but not yet in force (dated after the event time reached),
         #: ``(ts_ms, host, arrival index, attributes)``: a heap, so that they come into force in
         #: event-time order even though the feed appends them in arrival order.
@@ -255,10 +260,11 @@ class PartitionState:
         hosts, cur, queue = self.hosts, self.hosts_cursor, self.host_queue
         n = len(hosts)
         if cur < n:
-            push = heapq.heappush
+            push, skip = heapq.heappush, self._skip_upto_ms
             while cur < n:
                 t, host, attrs = hosts[cur]
-                push(queue, (t, host, cur, attrs))
+                if t > skip:  # (a restored state has those in its snapshot's inventory already)
+                    push(queue, (t, host, cur, attrs))
                 cur += 1
             self.hosts_cursor = cur
         if queue and queue[0][0] <= ts_ms:
@@ -266,8 +272,16 @@ class PartitionState:
             while queue and queue[0][0] <= ts_ms:
                 t, host, _, attrs = pop(queue)
                 announce(host, t, attrs)
+                if t > self.hosts_fed_ms:
+                    self.hosts_fed_ms = t
 
     def _process(self, event: Event, offset: int, ts_ms: int) -> list[Alert]:
+        hosts, known = self.hosts, self.engine.announced
+        while self._known_cursor < len(hosts):  # who is announced, for the unknown_host flag
+            t, host, _ = hosts[self._known_cursor]
+            if host not in known or t < known[host]:
+                known[host] = t
+            self._known_cursor += 1
         try:
             return self.engine.process(event)
         except Exception:  # a detector bug on one input must not stop the partition
@@ -276,10 +290,14 @@ class PartitionState:
             return []
 
     def snapshot(self) -> dict[str, Any]:
-        """Plain data (msgpack-able): position, duplicate filter and the Engine without inventory."""
+        """Plain data (msgpack-able): position, duplicate filter and the Engine with its inventory.
+
+        The inventory is part of it: its exposures (host-time per cohort)
+        integrate every announcement at the time it came into force, which a
+        compacted hosts topic read again could not reproduce.
+        """
         eng = self.engine.snapshot()
-        eng["inventory"] = {}
-        return {"version": STATE_VERSION, "stage": self.stage.name, "partition": self.partition,
+        return {"hosts_fed_ms": self.hosts_fed_ms,"version": STATE_VERSION, "stage": self.stage.name, "partition": self.partition,
                 "next_offset": self.next_offset, "seen": {str(k): v for k, v in self.seen.items()},
                 "src_wm": {str(k): v for k, v in self.src_wm.items()}, "heap": [list(h) for h in self.heap],
                 "fwd_wm": self.fwd_wm, "fwd_first": self.fwd_first, "begun": self.begun,
@@ -293,9 +311,9 @@ class PartitionState:
             return False
         ok = self.engine.restore(snap["engine"])
         if ok:
-            # the inventory is not in the snapshot: refold the announcements up to the watermark
-            self.engine.inventory = Inventory(max_history=self.engine.config.inventory_history)
-            self.hosts_cursor = 0  # the Engine feeds them again up to its next event or tick
+            # announcements up to the snapshot's are in its inventory; later ones are fed again
+            self.hosts_fed_ms = self._skip_upto_ms = int(snap.get("hosts_fed_ms", -1))
+            self.hosts_cursor = 0
             self.host_queue = []
             self.next_offset = int(snap["next_offset"])
             self.seen = {int(k): int(v) for k, v in snap["seen"].items()}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import zlib
 from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings

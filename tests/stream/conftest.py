@@ -30,15 +30,47 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Small enough for the whole area to stay within a few minutes, large enough
 #: for every detector kind to fire (warm-up is 6 h of event time).
 SIM = {"hosts": 300, "days": 2.0, "seed": 5}
+#: Partitions of the input topics in these tests.
+PARTITIONS = 4
+
+
+def last_boundary(path: Path) -> int:
+    """The last step boundary at or before the recording's last event (what the embedded run decides)."""
+    from fleetepi.contract import decode_event
+    from fleetepi.detectors import DetectorConfig
+
+    last = max(decode_event(line).ts_ms for line in path.read_bytes().splitlines() if line.strip())
+    step = DetectorConfig().step_ms
+    return last - last % step
 
 
 @pytest.fixture(scope="session")
 def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A simulated fleet's recorded events (JSON lines), hosts first."""
+    from fleetepi.contract import Telemetry, encode, ts_from_ms
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
 
     path = tmp_path_factory.mktemp("stream-events") / "events.jsonl"
-    write_jsonl(simulate(SimConfig(**SIM)), path)
+    sim = simulate(SimConfig(**SIM))
+    write_jsonl(sim, path)
+    from kafka.partitioner.default import murmur2
+
+    from fleetepi.contract import Crash
+
+    # Half an hour after the end, an event on every input partition (a cool reading from every host,
+    # one crash on a host of each crash partition): every source's event time passes the last step
+    # boundaries, so the workers, which merge their sources in event time, decide them as the
+    # embedded engine does. The four crashes share a step: no detector takes them for news.
+    end = ts_from_ms(sim.end_ms + 1_800_000)
+    hosts = sorted({e.host for e in sim.events() if type(e).__name__ == "Host"})
+    per_partition: dict[int, str] = {}
+    for h in hosts:
+        per_partition.setdefault((murmur2(h.encode()) & 0x7FFFFFFF) % PARTITIONS, h)
+    with open(path, "ab") as fh:
+        for h in hosts:
+            fh.write(encode(Telemetry(ts=end, host=h, kind="thermal", value=40.0)) + b"\n")
+        for h in per_partition.values():
+            fh.write(encode(Crash(ts=end, host=h, signature="fleetepi-test!end-of-recording")) + b"\n")
     return path
 
 
@@ -189,13 +221,26 @@ class StreamEnv:
         cons = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None)
         try:
             out = {}
-            for t in (self.names.crashes, self.names.telemetry, self.names.by_signature, self.names.by_cohort,
-                      self.names.by_host):
+            for t in (self.names.crashes, self.names.telemetry, self.names.fleet):
                 tps = [TopicPartition(t, p) for p in sorted(cons.partitions_for_topic(t) or ())]
                 out[t] = sum(cons.end_offsets(tps).values()) if tps else 0
             return out
         finally:
             cons.close()
+
+    def decided(self, upto_ms: int, workers: list[WorkerProcess] | None = None) -> bool:
+        """Has the fleet stage decided every step boundary up to ``upto_ms``?
+
+        Drained positions are not enough at the end of a recording: the fleet
+        partition releases the last events once the quiet crash partitions
+        say they were read to their end (caught-up marks, a timer), and
+        decides a boundary once event time passed it.
+        """
+        for w in workers or [w for w in self.workers if w.alive()]:
+            st = w.status()
+            if st is not None and st.get("decided_ms") is not None and st["decided_ms"] >= upto_ms:
+                return True
+        return False
 
     def drained(self, workers: list[WorkerProcess] | None = None) -> bool:
         """Have the (live) workers together folded every record of every stage, for good?
@@ -214,8 +259,7 @@ class StreamEnv:
 
     def _drained_at(self, ends: dict[str, int], workers: list[WorkerProcess] | None) -> bool:
         stage_topic = {"crashes": self.names.crashes, "telemetry": self.names.telemetry,
-                       "signature": self.names.by_signature, "cohort": self.names.by_cohort,
-                       "host": self.names.by_host}
+                       "fleet": self.names.fleet}
         done: dict[str, dict[str, int]] = {}
         for w in workers or [w for w in self.workers if w.alive()]:
             st = w.status()
@@ -243,11 +287,12 @@ def reference_run(kafka_broker: str, events_file: Path, tmp_path_factory: pytest
     """
     env = StreamEnv(kafka_broker, tmp_path_factory.mktemp("stream-reference"))
     try:
-        env.create_topics(partitions=4)
+        env.create_topics(partitions=PARTITIONS)
         w = env.start_worker("reference")
         env.wait_for(lambda: w.status() is not None, what="worker up")
         sent = env.publish(events_file)
-        env.wait_for(env.drained, timeout_s=240, what="the reference worker to drain")
+        env.wait_for(lambda: env.drained() and env.decided(last_boundary(events_file)), timeout_s=240,
+                     what="the reference worker to drain and decide the last boundary")
         return {"sent": sent, "alerts": env.alerts(), "counts": w.counts()["detectors"], "status": w.status()}
     finally:
         env.close()
@@ -281,7 +326,7 @@ def embedded_alerts(events_file: Path) -> list[Any]:
 
 
 #: Firing times may differ by one evaluation step (each partition has its own event-time clock).
-STEP_MS = int(__import__("detectors").DetectorConfig().step_s * 1000)
+STEP_MS = int(__import__("fleetepi.detectors", fromlist=["DetectorConfig"]).DetectorConfig().step_s * 1000)
 
 
 def firing(alerts: list[Any]) -> dict[str, list[int]]:

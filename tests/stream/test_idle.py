@@ -22,7 +22,10 @@ def test_events_behind_a_quiet_partition_are_released(stream_env: Any) -> None:
     w = env.start_worker("w", extra=["--idle-release", "1"])
     env.wait_for(lambda: w.status() is not None, what="worker up")
     env.produce_raw(env.names.hosts, [(b"h1", HOST)])
-    env.produce_raw(env.names.telemetry, [(b"h1", telemetry(m)) for m in range(0, 120, 2)])
+    # 60 error reports, then a cool reading ten minutes later: event time passes the last report's
+    # step boundary plus the settle time, so every report is folded
+    cool = b'{"schema":"fleetepi.telemetry/v1","ts":"2026-11-01T02:10:00Z","host":"h1","kind":"thermal","value":50.0}'
+    env.produce_raw(env.names.telemetry, [(b"h1", telemetry(m)) for m in range(0, 120, 2)] + [(b"h1", cool)])
 
     def released() -> bool:
         return bool(w.counts()["detectors"].get("telemetry_host"))

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import PARTITIONS, last_boundary
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 def test_one_worker_same_alerts_as_embedded(reference_run: dict[str, Any], embedded_alerts: list[Any],
@@ -21,11 +23,12 @@ def test_one_worker_same_alerts_as_embedded(reference_run: dict[str, Any], embed
 def test_two_workers_same_alerts_as_embedded(stream_env: Any, events_file: Any, embedded_alerts: list[Any],
                                              assert_parity: Any) -> None:
     env = stream_env
-    env.create_topics(partitions=4)
+    env.create_topics(partitions=PARTITIONS)
     workers = [env.start_worker(f"w{i}") for i in range(2)]
     env.wait_for(lambda: all(w.status() is not None for w in workers), what="workers up")
     sent = env.publish(events_file)
-    env.wait_for(env.drained, timeout_s=240, what="workers to drain the stream")
+    env.wait_for(lambda: env.drained() and env.decided(last_boundary(events_file)), timeout_s=240,
+                 what="workers to drain the stream and decide the last boundary")
     assert_parity(embedded_alerts, env.alerts())
     merged: dict[str, int] = defaultdict(int)
     for w in workers:

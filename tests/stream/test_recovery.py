@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import count_diff
+from .conftest import PARTITIONS, count_diff, last_boundary
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -31,7 +31,7 @@ def no_storm(alerts: list[Any]) -> None:
 def test_kill9_and_restart_counts_exactly(stream_env: Any, events_file: Any, embedded_alerts: list[Any],
                                           reference_run: dict[str, Any], assert_parity: Any) -> None:
     env = stream_env
-    env.create_topics(partitions=4)
+    env.create_topics(partitions=PARTITIONS)
     data = env.tmp / "data-shared"
     first = env.start_worker("first", extra=["--checkpoint-interval", "1", "--batch-max", "500"], data_dir=data)
     env.wait_for(lambda: first.status() is not None, what="worker up")
@@ -39,7 +39,8 @@ def test_kill9_and_restart_counts_exactly(stream_env: Any, events_file: Any, emb
     env.wait_for(lambda: folded(env, [first]) >= total * 0.35, what="a third of the stream")
     first.kill9()
     second = env.start_worker("second", extra=["--checkpoint-interval", "1"], data_dir=data)
-    env.wait_for(lambda: env.drained([second]), timeout_s=240, what="the restarted worker to drain")
+    env.wait_for(lambda: env.drained([second]) and env.decided(last_boundary(events_file), [second]),
+                 timeout_s=240, what="the restarted worker to drain")
     alerts = env.alerts()
     assert_parity(embedded_alerts, alerts)
     no_storm(alerts)
@@ -51,7 +52,7 @@ def test_kill9_and_restart_counts_exactly(stream_env: Any, events_file: Any, emb
 def test_join_and_leave_mid_stream(stream_env: Any, events_file: Any, embedded_alerts: list[Any],
                                    reference_run: dict[str, Any], assert_parity: Any) -> None:
     env = stream_env
-    env.create_topics(partitions=4)
+    env.create_topics(partitions=PARTITIONS)
     a = env.start_worker("a", extra=["--batch-max", "500"])
     env.wait_for(lambda: a.status() is not None, what="worker up")
     total = env.publish(events_file)
@@ -59,7 +60,8 @@ def test_join_and_leave_mid_stream(stream_env: Any, events_file: Any, embedded_a
     b = env.start_worker("b", extra=["--batch-max", "500"])
     env.wait_for(lambda: b.status() is not None and folded(env, [b]) > 0, what="the second worker to take partitions")
     a.stop()  # leaves the group: every partition moves to b, whose state is rebuilt from the log
-    env.wait_for(lambda: env.drained([b]), timeout_s=240, what="the remaining worker to drain")
+    env.wait_for(lambda: env.drained([b]) and env.decided(last_boundary(events_file), [b]),
+                 timeout_s=240, what="the remaining worker to drain")
     alerts = env.alerts()
     assert_parity(embedded_alerts, alerts)
     no_storm(alerts)

@@ -15,7 +15,7 @@ from fleetepi.stream.deadletter import KEEP_BYTES, decode_letter, encode_letter,
 from fleetepi.stream.partitioning import bundle, read_bundle, split_bundles, stages, unbundle
 from fleetepi.stream.state import IDLE_MARK, PartitionState
 
-SIGNATURE = next(s for s in stages() if s.name == "signature")
+FLEET = next(s for s in stages() if s.name == "fleet")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def source_bundles(events: list[Any], n_sources: int, per_bundle: int) -> list[l
 
 
 def fold_interleaved(per_source: list[list[bytes]], hosts: Any, seed: int, dup: bool = False) -> PartitionState:
-    st = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    st = PartitionState(FLEET, 0, DetectorConfig(), hosts)
     st.source_ids = list(range(len(per_source)))
     queues = [list(b) for b in per_source]
     rng = random.Random(seed)
@@ -107,7 +107,7 @@ def test_snapshot_round_trips_through_msgpack(small_stream: list[Any], tmp_path:
     st = fold_interleaved(source_bundles(small_stream, 2, 5), hosts, 1)
     store = CheckpointStore(tmp_path)
     store.write("signature", 0, store.encode(st.snapshot()))
-    fresh = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    fresh = PartitionState(FLEET, 0, DetectorConfig(), hosts)
     assert fresh.restore(store.load("signature", 0) or {})
     assert fresh.next_offset == st.next_offset
     assert fresh.engine.counts() == st.engine.counts()
@@ -117,7 +117,7 @@ def test_snapshot_round_trips_through_msgpack(small_stream: list[Any], tmp_path:
 def test_snapshot_of_other_config_is_refused(small_stream: list[Any]) -> None:
     hosts = host_log(small_stream)
     st = fold_interleaved(source_bundles(small_stream, 2, 5), hosts, 1)
-    other = PartitionState(SIGNATURE, 0, DetectorConfig(step_s=60.0), hosts)
+    other = PartitionState(FLEET, 0, DetectorConfig(step_s=60.0), hosts)
     assert not other.restore(msgspec.msgpack.decode(msgspec.msgpack.encode(st.snapshot())))
     assert other.next_offset == 0
 
@@ -161,7 +161,7 @@ def test_decoded_events_are_what_was_sent(small_stream: list[Any]) -> None:
 def test_a_quiet_source_holds_events_until_an_idle_mark(small_stream: list[Any]) -> None:
     hosts = host_log(small_stream)
     (only,) = source_bundles(small_stream, n_sources=1, per_bundle=50)
-    st = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    st = PartitionState(FLEET, 0, DetectorConfig(), hosts)
     st.source_ids = [0, 1]  # source 1 never sends anything
     for off, value in enumerate(only):
         st.apply_bundle(off, value)
@@ -174,7 +174,7 @@ def test_a_quiet_source_holds_events_until_an_idle_mark(small_stream: list[Any])
 def test_a_caught_up_source_holds_nothing_back_until_it_forwards_again(small_stream: list[Any]) -> None:
     hosts = host_log(small_stream)
     (only,) = source_bundles(small_stream, n_sources=1, per_bundle=50)
-    st = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    st = PartitionState(FLEET, 0, DetectorConfig(), hosts)
     st.source_ids = [0, 1]
     half = len(only) // 2
     for off, value in enumerate(only[:half]):
@@ -187,6 +187,6 @@ def test_a_caught_up_source_holds_nothing_back_until_it_forwards_again(small_str
     for off, value in enumerate(only[half:], start=half + 2):
         st.apply_bundle(off, value)
     assert st.heap
-    again = PartitionState(SIGNATURE, 0, DetectorConfig(), hosts)
+    again = PartitionState(FLEET, 0, DetectorConfig(), hosts)
     assert again.restore(msgspec.msgpack.decode(msgspec.msgpack.encode(st.snapshot())))
     assert again.src_idle == st.src_idle == set() and len(again.heap) == len(st.heap)
