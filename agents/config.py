@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-import yaml
 from msgspec import Meta
 
 from fleetepi.agents.exceptions import AgentConfigError
+from fleetepi.config import ConfigFileError, convert, read_yaml
 
 #: Poll interval per kind when the config gives none (seconds).
 DEFAULT_INTERVALS_S = {
@@ -123,22 +123,28 @@ def _source(i: int, entry: Any, known: list[str]) -> SourceConfig:
     return SourceConfig(kind=kind, name=name, interval_s=float(interval), options=options)
 
 
-def parse_config(data: Any, host: str | None = None) -> AgentConfig:
+def parse_config(data: Any, host: str | None = None, path: str | Path = "agent config") -> AgentConfig:
     """Validate a config mapping (as loaded from YAML).
 
     :param host: ``--host`` from the command line; wins over the file.
-    :raises AgentConfigError: with the path of the offending key.
+    :param path: the file, named in every error (``fleetepi.config`` style).
+    :raises AgentConfigError: ``path: field.path: problem``, one line.
     """
     from fleetepi.agents.sources.registry import kinds
 
-    if data is None:
-        data = {}
     try:
-        raw = msgspec.convert(data, _Raw)
-    except msgspec.ValidationError as exc:
-        raise AgentConfigError(f"invalid agent config: {exc}") from None
+        raw = convert(data, _Raw, path)
+    except ConfigFileError as exc:
+        raise AgentConfigError(str(exc)) from None
     known = kinds()
-    sources = tuple(_source(i, e, known) for i, e in enumerate(raw.sources))
+    try:
+        sources = tuple(_source(i, e, known) for i, e in enumerate(raw.sources))
+        return _assemble(raw, sources, host)
+    except AgentConfigError as exc:
+        raise AgentConfigError(f"{path}: {exc}") from None
+
+
+def _assemble(raw: _Raw, sources: tuple[SourceConfig, ...], host: str | None) -> AgentConfig:
     names = [s.name for s in sources]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -154,19 +160,12 @@ def parse_config(data: Any, host: str | None = None) -> AgentConfig:
 
 
 def load_config(path: str | Path, host: str | None = None) -> AgentConfig:
-    """Read and validate the YAML file at ``path``."""
+    """Read and validate the YAML file at ``path`` (bounded reader of ``fleetepi.config``)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AgentConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise AgentConfigError(f"{path}: not valid YAML: {exc}") from None
-    try:
-        return parse_config(data, host=host)
-    except AgentConfigError as exc:
-        raise AgentConfigError(f"{path}: {exc}") from None
+        data = read_yaml(path)
+    except ConfigFileError as exc:
+        raise AgentConfigError(str(exc)) from None
+    return parse_config(data, host=host, path=path)
 
 
 __all__ = ["AgentConfig", "DEFAULT_INTERVALS_S", "MetricsConfig", "PublishConfig", "SourceConfig", "load_config", "parse_config"]

@@ -102,35 +102,37 @@ def signature_command(core: str, as_json: bool, executable: str | None, host: st
 
 
 def _print_report(report: CoreReport) -> None:
+    """Tables of a core's facts; every field from the core is data (``fleetepi.console``), never markup."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from fleetepi.console import data, print_data
 
     c = report.crash
     console = Console()
-    console.print(f"[bold]signature[/bold]  {escape(c.signature)}")
-    console.print(f"signal     {c.signal or '?'} (si_code {c.si_code})   executable {c.executable or '?'}"
-                  f"{'   [yellow]PARTIAL[/yellow]' if c.partial else ''}")
-    console.print(f"fault      {c.fault_address or '-'}  class {c.fault_class}   "
-                  f"flags {', '.join(c.shape_flags or []) or '-'}   bit-flip score {c.bitflip_score}")
+    print_data(console, ("signature", "bold"), "  ", c.signature)
+    print_data(console, f"signal     {c.signal or '?'} (si_code {c.si_code})   executable ", c.executable or "?",
+               ("   PARTIAL", "yellow") if c.partial else "")
+    print_data(console, f"fault      {c.fault_address or '-'}  class {c.fault_class}   "
+                        f"flags {', '.join(c.shape_flags or []) or '-'}   bit-flip score {c.bitflip_score}")
     for line in report.bitflip_detail:
-        console.print(f"           {line}")
+        print_data(console, "           ", line)
     table = Table(title="frames (innermost first)", show_lines=False)
     for col in ("#", "module", "function", "offset", "how"):
         table.add_column(col)
     trust = iter(report.frame_trust)
     for i, f in enumerate(c.frames or []):
         if f.language == "python":
-            table.add_row(str(i), escape(f.module), escape(f.function or "?"), f"line {f.line}", "py-spy")
+            table.add_row(str(i), data(f.module), data(f.function or "?"), f"line {f.line}", "py-spy")
         else:
-            table.add_row(str(i), escape(f.module), escape(demangle(f.function) if f.function else ""), f.offset or "",
+            table.add_row(str(i), data(f.module), data(demangle(f.function) if f.function else ""), data(f.offset or ""),
                           next(trust, ""))
     console.print(table)
     if report.registers:
         regs = report.registers
-        console.print("registers  " + "  ".join(f"{r}=0x{regs[r]:x}" for r in ("rip", "rsp", "rbp", "rax", "rdi", "rsi")))
+        print_data(console, "registers  " + "  ".join(f"{r}=0x{regs[r]:x}" for r in ("rip", "rsp", "rbp", "rax", "rdi", "rsi")))
     for note in c.notes or []:
-        console.print(f"[dim]note: {escape(note)}[/dim]")
+        print_data(console, (f"note: {note}", "dim"))
 
 
 # --- core_pattern pipe mode ----------------------------------------------------
