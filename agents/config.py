@@ -28,6 +28,8 @@ DEFAULT_INTERVALS_S = {
     "nvml": 30.0, "hwmon": 30.0, "edac": 60.0, "inventory": 300.0,
 }
 FALLBACK_INTERVAL_S = 10.0
+#: Longest interval of any kind (a day): also keeps every interval a finite number of milliseconds.
+MAX_INTERVAL_S = 86400.0
 _SOURCE_KEYS = ("kind", "name", "interval_s")
 
 
@@ -81,8 +83,8 @@ class _Raw(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     output: str | None = None
     publish: PublishConfig = PublishConfig()
     metrics: MetricsConfig = MetricsConfig()
-    flush_interval_s: Annotated[float, Meta(gt=0)] = 1.0
-    dedup_interval_s: Annotated[float, Meta(gt=0)] = 10.0
+    flush_interval_s: Annotated[float, Meta(gt=0, le=MAX_INTERVAL_S)] = 1.0
+    dedup_interval_s: Annotated[float, Meta(gt=0, le=MAX_INTERVAL_S)] = 10.0
     sources: list[dict[str, Any]] = []
 
 
@@ -117,8 +119,8 @@ def _source(i: int, entry: Any, known: list[str]) -> SourceConfig:
     if not isinstance(name, str) or not name:
         raise AgentConfigError(f"{where}: 'name' must be a non-empty string")
     interval = entry.get("interval_s", DEFAULT_INTERVALS_S.get(kind, FALLBACK_INTERVAL_S))
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-        raise AgentConfigError(f"{where}: interval_s must be a number > 0, got {interval!r}")
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 < interval <= MAX_INTERVAL_S:
+        raise AgentConfigError(f"{where}: interval_s must be a number > 0 and <= {MAX_INTERVAL_S:.0f}, got {str(interval)[:40]}")
     options = {str(k): v for k, v in entry.items() if k not in _SOURCE_KEYS}
     return SourceConfig(kind=kind, name=name, interval_s=float(interval), options=options)
 
