@@ -105,13 +105,24 @@ class Spool:
             return None
 
     def _write_cursor(self, pos: Position) -> None:
+        """Persist the cursor; on a full disk keep going on the one in memory.
+
+        Not persisting it loses nothing: a restart resumes from the last
+        cursor on disk (or the first segment left) and sends those records
+        again, which at-least-once delivery already allows.
+        """
         tmp = self.dir / "cursor.tmp"
-        with open(tmp, "w") as fh:
-            fh.write(f"{pos[0]} {pos[1]}\n")
-            fh.flush()
-            if self.do_fsync:
-                os.fsync(fh.fileno())
-        os.replace(tmp, self.dir / "cursor")
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(f"{pos[0]} {pos[1]}\n")
+                fh.flush()
+                if self.do_fsync:
+                    os.fsync(fh.fileno())
+            os.replace(tmp, self.dir / "cursor")
+        except OSError as exc:
+            log.warning("spool: cannot persist the cursor in %s (%s); a restart would resend from the last one",
+                        self.dir, exc.strerror or exc)
+            return
         if self.do_fsync:
             _fsync_dir(self.dir)
 
@@ -193,7 +204,7 @@ class Spool:
     def _write_record(self, record: bytes) -> None:
         """Write all of ``record`` or none of it (a failed write is truncated away)."""
         fh = self._write_fh
-        start = fh.tell()
+        start = os.fstat(fh.fileno()).st_size  # append mode writes at the end, whatever tell() says
         try:
             view = memoryview(record)
             while view:
@@ -204,6 +215,7 @@ class Spool:
         except OSError:
             try:
                 fh.truncate(start)
+                fh.seek(start)
             except OSError:
                 log.error("spool: could not cut a failed write off %s at %d", self.dir, start)
             raise
@@ -264,7 +276,23 @@ class Spool:
                 self._seg_path(s).unlink(missing_ok=True)
         self._pending = max(0, self._pending - records)
         self._pending_bytes = max(0, self._pending_bytes - freed)
+        if self._pending == 0 and self._cursor == (self._write_seg, self._write_fh.tell()) and self._cursor[1] > 0:
+            self._restart_empty()
         self._update_metrics()
+
+    def _restart_empty(self) -> None:
+        """Everything sent: start a fresh segment and delete the old one, so a full disk empties itself."""
+        old = self._write_seg
+        try:
+            self._roll()
+        except OSError:
+            return  # no room even for an empty file: keep writing where we were
+        self._cursor = (self._write_seg, 0)
+        self._write_cursor(self._cursor)
+        if self._read_fh is not None and self._read_seg == old:
+            self._read_fh.close()  # an open handle would keep the deleted segment's blocks
+            self._read_fh = None
+        self._seg_path(old).unlink(missing_ok=True)
 
     # ---- state ----
     @property

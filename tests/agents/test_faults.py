@@ -15,7 +15,8 @@ import pytest
 from fleetepi.agents.exceptions import SpoolFull
 from fleetepi.agents.publish.kafka import KafkaPublisher
 from fleetepi.contract import HOST_SCHEMA, TELEMETRY_SCHEMA, Host, Telemetry
-from test_kafka_integration import consume, create_topics, dead_address, flush_until_empty, make_events, split, topics
+
+from .test_kafka_integration import consume, create_topics, dead_address, flush_until_empty, make_events, split, topics
 
 pytestmark = pytest.mark.integration
 
