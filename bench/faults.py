@@ -5,13 +5,19 @@ publisher* (``KafkaPublisher``: fsync'd on-disk spool, acks=all) at a fixed
 rate into a real broker (``fleetepi dev kafka``), consumed by real
 ``fleetepi worker`` processes, while faults are injected:
 
-* ``--outage S``: the broker is stopped S seconds into the run for S seconds
-  (the agent spools, the worker waits), then restarted on the same data and port;
+* ``--outage S``: the broker is stopped a third into the publishing, for S
+  seconds (the agent spools, the worker waits), then restarted on the same
+  data and port;
 * ``--kill-every S``: the worker is killed with SIGKILL every S seconds and
   restarted on the same data directory (its state is rebuilt from the log);
 * ``--skew-hosts N --skew-h H``: N hosts' clocks are off by +H hours (their
   events are shifted): they must still be delivered (what the detectors do
   with them is their admission rule's business).
+
+A worker that exits on its own (faust gives up when the broker is away
+while it joins its group) is restarted after 5 s on the same data, as
+``deploy/systemd/fleetepi-worker.service`` (``Restart=always``) and the Helm
+Deployment do; such restarts are counted and printed.
 
 Printed: events in (published, spooled, dropped), records out on the input
 topics (and duplicates), alerts of the disturbed run against the embedded
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.modules.setdefault("detectors", importlib.import_module("fleetepi.detectors"))  # the fixtures' STEP_MS reads it
 _spec = importlib.util.spec_from_file_location("fleetepi_stream_fixtures", ROOT / "tests" / "stream" / "conftest.py")
 assert _spec is not None and _spec.loader is not None
 fixtures = importlib.util.module_from_spec(_spec)
@@ -101,7 +108,7 @@ def embedded(events: list[Any]) -> list[Any]:
 
 def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0, outage_s: float = 0.0,
         kill_every_s: float = 0.0, skew_hosts: int = 0, skew_h: float = 0.0, partitions: int = 4,
-        workdir: Path | None = None) -> FaultRun:
+        workdir: Path | None = None, duration_s: float = 0.0) -> FaultRun:
     """One disturbed run; see the module docstring."""
     from fleetepi.agents.exceptions import SpoolFull
     from fleetepi.agents.publish.kafka import KafkaPublisher
@@ -126,11 +133,40 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
         env.wait_for(lambda: worker.status() is not None, what="worker up")
         topics = {HOST_SCHEMA: env.names.hosts, CRASH_SCHEMA: env.names.crashes, TELEMETRY_SCHEMA: env.names.telemetry}
         pub = KafkaPublisher([info.bootstrap], tmp / "spool", topics=topics, max_block_ms=1000, fsync=False)
-        outage_at = outage_s if outage_s else None
-        broker_up = True
-        next_kill = kill_every_s if kill_every_s else None
-        kills = 0
+        outage_at = len(events) / rate / 3 if outage_s else None  # a third into the publishing
+        state = {"broker_up": True, "next_kill": kill_every_s or None, "kills": 0, "restarts": 0, "worker": worker}
         start = time.monotonic()
+        # faults keep coming for the whole run: publishing, the outage, and the kills after it
+        end_s = max(len(events) / rate, (outage_at or 0) + outage_s, duration_s)
+
+        def supervise() -> None:
+            """systemd's Restart=always: a worker that exited on its own comes back after 5 s."""
+            w = state["worker"]
+            if w.alive() or w.proc.returncode == -9:
+                return
+            res.faults.append(f"worker exited {w.proc.returncode} at {time.monotonic() - start:.0f} s; restarted")
+            time.sleep(5)
+            state["restarts"] += 1
+            state["worker"] = env.start_worker(f"r{state['restarts']}", extra=["--checkpoint-interval", "5"],
+                                               data_dir=worker_data)
+
+        def inject(elapsed: float) -> None:
+            if outage_at is not None and state["broker_up"] and outage_at <= elapsed < outage_at + outage_s:
+                devbroker.stop(broker_data)
+                state["broker_up"] = False
+                res.faults.append(f"broker stopped at {elapsed:.0f} s")
+            if not state["broker_up"] and elapsed >= (outage_at or 0) + outage_s:
+                devbroker.start(data_dir=broker_data, port=port)
+                state["broker_up"] = True
+                res.faults.append(f"broker restarted at {elapsed:.0f} s")
+            if state["next_kill"] is not None and elapsed >= state["next_kill"] and elapsed < end_s:
+                state["worker"].kill9()
+                state["kills"] += 1
+                state["worker"] = env.start_worker(f"w{state['kills']}", extra=["--checkpoint-interval", "5"],
+                                                   data_dir=worker_data)
+                res.faults.append(f"worker killed -9 at {elapsed:.0f} s")
+                state["next_kill"] += kill_every_s
+
         for i, ev in enumerate(events):
             due = start + i / rate
             now = time.monotonic()
@@ -144,25 +180,16 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
             res.events_in += 1
             if i % 500 == 0:
                 pub.flush(timeout_s=0.5)
-            elapsed = time.monotonic() - start
-            if outage_at is not None and broker_up and elapsed >= outage_at:
-                devbroker.stop(broker_data)
-                broker_up = False
-                res.faults.append(f"broker stopped at {elapsed:.0f} s")
-            if not broker_up and outage_at is not None and elapsed >= outage_at + outage_s:
-                devbroker.start(data_dir=broker_data, port=port)
-                broker_up = True
-                outage_at = None
-                res.faults.append(f"broker restarted at {elapsed:.0f} s")
-            if next_kill is not None and elapsed >= next_kill and broker_up:
-                worker.kill9()
-                kills += 1
-                worker = env.start_worker(f"w{kills}", extra=["--checkpoint-interval", "5"], data_dir=worker_data)
-                res.faults.append(f"worker killed -9 at {elapsed:.0f} s")
-                next_kill += kill_every_s
-        if not broker_up:
-            devbroker.start(data_dir=broker_data, port=port)
-            res.faults.append("broker restarted after the last event")
+                inject(time.monotonic() - start)
+                supervise()
+        while time.monotonic() - start < end_s or not state["broker_up"]:
+            pub.flush(timeout_s=0.5)
+            inject(time.monotonic() - start)
+            supervise()
+            time.sleep(0.5)
+        worker = state["worker"]
+        kills = state["kills"]
+        supervised = state
         last_fault = time.monotonic()
         deadline = time.monotonic() + 300
         while pub.spool.pending and time.monotonic() < deadline:
@@ -170,7 +197,15 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
             pub.flush(timeout_s=10)
         res.notes.append(f"spool pending after the flush: {pub.spool.pending}")
         pub.close()
-        env.wait_for(lambda: env.drained([worker]), timeout_s=600, what="the worker to drain")
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            supervise()
+            worker = state["worker"]
+            if worker.alive() and env.drained([worker]):
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError(f"the worker did not drain: {worker.log_tail()}")
         res.drain_s = time.monotonic() - last_fault
         records = [r for t in (env.names.hosts, env.names.crashes, env.names.telemetry) for r in env.read_topic(t, 120)]
         res.records_out = len(records)
@@ -188,7 +223,7 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
                 res.alerts_matched += 1
             elif key in streamed:
                 res.missing.append(f"{key} (at other times: {streamed[key]} vs {times})")
-        res.notes.append(f"{kills} kill(s); worker status {worker.status()}"[:300])
+        res.notes.append(f"{kills} kill(s), {supervised['restarts']} supervisor restart(s)")
     finally:
         res.wall_s = time.monotonic() - t0
         env.close()
@@ -225,8 +260,13 @@ def main() -> int:
     ap.add_argument("--kill-every", type=float, default=20.0, help="seconds between worker kill -9 (0: none)")
     ap.add_argument("--skew-hosts", type=int, default=0)
     ap.add_argument("--skew-h", type=float, default=6.0)
+    ap.add_argument("--workdir", type=Path, default=None, help="keep broker, spool and worker logs here")
+    ap.add_argument("--duration", type=float, default=0.0, help="keep injecting kills this long (s), after publishing too")
     args = ap.parse_args()
-    res = run(args.hosts, args.days, args.seed, args.rate, args.outage, args.kill_every, args.skew_hosts, args.skew_h)
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    res = run(args.hosts, args.days, args.seed, args.rate, args.outage, args.kill_every, args.skew_hosts, args.skew_h,
+              workdir=args.workdir, duration_s=args.duration)
     report(res, args)
     return 0 if res.ok else 1
 
