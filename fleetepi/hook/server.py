@@ -101,6 +101,9 @@ class HookServer(HTTPServer):
     :param read_timeout_s: socket timeout of every read of a request.
     """
 
+    #: listen() backlog: the default 5 makes a burst of clients wait for SYN retransmits (1 s, 3 s, ...).
+    request_queue_size = 128
+
     def __init__(self, listen: str, hook: QuarantineHook, token: str, registry: CollectorRegistry, *,
                  max_workers: int = MAX_WORKERS, max_queued: int = MAX_QUEUED,
                  read_timeout_s: float = READ_TIMEOUT_S) -> None:
