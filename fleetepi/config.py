@@ -161,6 +161,8 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigFileError(path, "", _yaml_problem(exc)) from None
     except RecursionError:  # only without libyaml: the pure-Python scanner on a pathological file
         raise ConfigFileError(path, "", f"nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, OverflowError) as exc:  # a 40,000-digit integer: Python's int() refuses it
+        raise ConfigFileError(path, "", f"a value cannot be read: {str(exc).split(';')[0]}") from None
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -39,6 +39,8 @@ CASES = {
     "latin1": (lambda base: base + "# r\xe9seau\n", "not UTF-8"),
     # 5,000 levels deep: bounded, not a RecursionError
     "deep": (lambda base: base + "deep: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 64 levels"),
+    # a 40,000-digit integer (found by bench/robustness.py): Python's int() refuses it, we say so
+    "huge_int": (lambda base: base + "big: " + "1" * 40_000 + "\n", "a value cannot be read: Exceeds the limit"),
 }
 
 
