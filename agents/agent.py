@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry
 
 from fleetepi.agents.config import AgentConfig
-from fleetepi.agents.exceptions import PublishError, SourceUnavailable
+from fleetepi.agents.exceptions import AgentConfigError, PublishError, SourceUnavailable
 from fleetepi.agents.metrics import AgentMetrics
 from fleetepi.agents.publish.base import Publisher
 from fleetepi.agents.sources import registry as source_registry
@@ -80,12 +80,14 @@ class Agent:
         """Instantiate every configured source; config errors propagate (start-up), unavailability does not."""
         ctx = SourceContext(host=self.config.host, registry=registry, labels=dict(self.config.labels),
                             dedup_interval_s=self.config.dedup_interval_s, nvml=nvml)
-        for sc in self.config.sources:
+        for i, sc in enumerate(self.config.sources):
             slot = SourceSlot(sc.name, sc.kind, int(sc.interval_s * 1000), None)
             try:
                 slot.source = source_registry.create(sc.kind, sc.options, ctx)
             except SourceUnavailable as exc:
                 self._off(slot, str(exc))
+            except AgentConfigError as exc:  # the field path of the config, like every config error
+                raise AgentConfigError(f"sources[{i}] ({sc.name}): {exc}") from None
             else:
                 self.metrics.source_up.labels(source=sc.name).set(1)
                 for outcome in getattr(slot.source, "known_outcomes", list)():

@@ -72,8 +72,11 @@ Try it without a broker:
 @click.option("--print-config", is_flag=True, help="Print the validated config (secrets masked) and exit.")
 def agent_command(config_path: str | None, output: str | None, host: str | None, once: bool,
                   metrics_port: int | None, metrics_address: str | None, print_config: bool) -> None:
+    from fleetepi.config import config_errors
+
     try:
-        code = _run(config_path, output, host, once, metrics_port, metrics_address, print_config)
+        with config_errors():
+            code = _run(config_path, output, host, once, metrics_port, metrics_address, print_config)
     except FleetepiError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
@@ -91,6 +94,7 @@ def _run(config_path: str | None, output: str | None, host: str | None, once: bo
 
     from fleetepi.agents.agent import Agent
     from fleetepi.agents.config import load_config, parse_config
+    from fleetepi.agents.exceptions import AgentConfigError
     from fleetepi.agents.publish import open_publisher
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
@@ -113,7 +117,11 @@ def _run(config_path: str | None, output: str | None, host: str | None, once: bo
         publisher = open_publisher(url, registry=registry, **opts) if url.startswith("kafka://") else open_publisher(url, **opts)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    agent = Agent(config, publisher, registry=registry)
+    try:
+        agent = Agent(config, publisher, registry=registry)
+    except AgentConfigError as exc:  # a source's options: still the config file's fault
+        publisher.close()
+        raise AgentConfigError(f"{config_path}: {exc}" if config_path else str(exc)) from None
     port = metrics_port if metrics_port is not None else config.metrics.port
     if port and not once:
         start_http_server(port, addr=metrics_address or config.metrics.address, registry=registry)

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-import yaml
 from msgspec import Meta
 
 from fleetepi.agents.exceptions import AgentConfigError
+from fleetepi.config import ConfigFileError, convert, read_yaml
 
 #: Poll interval per kind when the config gives none (seconds).
 DEFAULT_INTERVALS_S = {
@@ -30,6 +30,8 @@ DEFAULT_INTERVALS_S = {
     "applog": 1.0, "appjournal": 1.0,
 }
 FALLBACK_INTERVAL_S = 10.0
+#: Longest interval of any kind (a day): also keeps every interval a finite number of milliseconds.
+MAX_INTERVAL_S = 86400.0
 _SOURCE_KEYS = ("kind", "name", "interval_s")
 
 
@@ -83,8 +85,8 @@ class _Raw(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     output: str | None = None
     publish: PublishConfig = PublishConfig()
     metrics: MetricsConfig = MetricsConfig()
-    flush_interval_s: Annotated[float, Meta(gt=0)] = 1.0
-    dedup_interval_s: Annotated[float, Meta(gt=0)] = 10.0
+    flush_interval_s: Annotated[float, Meta(gt=0, le=MAX_INTERVAL_S)] = 1.0
+    dedup_interval_s: Annotated[float, Meta(gt=0, le=MAX_INTERVAL_S)] = 10.0
     sources: list[dict[str, Any]] = []
 
 
@@ -119,30 +121,36 @@ def _source(i: int, entry: Any, known: list[str]) -> SourceConfig:
     if not isinstance(name, str) or not name:
         raise AgentConfigError(f"{where}: 'name' must be a non-empty string")
     interval = entry.get("interval_s", DEFAULT_INTERVALS_S.get(kind, FALLBACK_INTERVAL_S))
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-        raise AgentConfigError(f"{where}: interval_s must be a number > 0, got {interval!r}")
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 < interval <= MAX_INTERVAL_S:
+        raise AgentConfigError(f"{where}: interval_s must be a number > 0 and <= {MAX_INTERVAL_S:.0f}, got {str(interval)[:40]}")
     from fleetepi.agents.sources.registry import decode_options
 
     options = decode_options(kind, {str(k): v for k, v in entry.items() if k not in _SOURCE_KEYS}, where=where)
     return SourceConfig(kind=kind, name=name, interval_s=float(interval), options=options)
 
 
-def parse_config(data: Any, host: str | None = None) -> AgentConfig:
+def parse_config(data: Any, host: str | None = None, path: str | Path = "agent config") -> AgentConfig:
     """Validate a config mapping (as loaded from YAML).
 
     :param host: ``--host`` from the command line; wins over the file.
-    :raises AgentConfigError: with the path of the offending key.
+    :param path: the file, named in every error (``fleetepi.config`` style).
+    :raises AgentConfigError: ``path: field.path: problem``, one line.
     """
     from fleetepi.agents.sources.registry import kinds
 
-    if data is None:
-        data = {}
     try:
-        raw = msgspec.convert(data, _Raw)
-    except msgspec.ValidationError as exc:
-        raise AgentConfigError(f"invalid agent config: {exc}") from None
+        raw = convert(data, _Raw, path)
+    except ConfigFileError as exc:
+        raise AgentConfigError(str(exc)) from None
     known = kinds()
-    sources = tuple(_source(i, e, known) for i, e in enumerate(raw.sources))
+    try:
+        sources = tuple(_source(i, e, known) for i, e in enumerate(raw.sources))
+        return _assemble(raw, sources, host)
+    except AgentConfigError as exc:
+        raise AgentConfigError(f"{path}: {exc}") from None
+
+
+def _assemble(raw: _Raw, sources: tuple[SourceConfig, ...], host: str | None) -> AgentConfig:
     names = [s.name for s in sources]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -158,19 +166,12 @@ def parse_config(data: Any, host: str | None = None) -> AgentConfig:
 
 
 def load_config(path: str | Path, host: str | None = None) -> AgentConfig:
-    """Read and validate the YAML file at ``path``."""
+    """Read and validate the YAML file at ``path`` (bounded reader of ``fleetepi.config``)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AgentConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise AgentConfigError(f"{path}: not valid YAML: {exc}") from None
-    try:
-        return parse_config(data, host=host)
-    except AgentConfigError as exc:
-        raise AgentConfigError(f"{path}: {exc}") from None
+        data = read_yaml(path)
+    except ConfigFileError as exc:
+        raise AgentConfigError(str(exc)) from None
+    return parse_config(data, host=host, path=path)
 
 
 __all__ = ["AgentConfig", "DEFAULT_INTERVALS_S", "MetricsConfig", "PublishConfig", "SourceConfig", "load_config", "parse_config"]

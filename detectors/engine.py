@@ -340,6 +340,11 @@ class Engine:
         The watermark stays at the last event: event time did not pass, the
         input ended (a replay's metrics and summary report the data's time).
         """
+        # events still held for clock skew never had their time confirmed by other hosts: dropped, counted
+        while self._held:
+            ts_ms, _, event = heapq.heappop(self._held)
+            self._reject("clock_skew", event, ts_ms)
+        self._held_first = {}
         if self.watermark_ms is None or self._next_tick_ms is None:
             return []
         last = max((x[0] for x in self._buffer), default=self.watermark_ms)

@@ -5,13 +5,19 @@ stream is a terminal, and plain tab-free text when it is a pipe or a file,
 so ``fleetepi demo | grep host_spike`` works and logs stay greppable. rich
 already drops colour on a non-TTY; the plain form additionally keeps one
 alert per line with ``key=value`` fields.
+
+Data never goes through rich's markup parser: a host named ``[/x]`` made
+``replay`` exit 1 (``MarkupError``) after writing its alerts. Every string
+that holds data (host names, signatures, decoder messages, file names) is
+wrapped with :func:`data` or assembled with :func:`styled`, which build
+``Text`` objects; markup strings are only ever our own literals.
 """
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text, TextType
 
 from fleetepi.contract import Alert, format_ts, ts_from_ms
 from fleetepi.pipeline import RunSummary
@@ -23,6 +29,25 @@ _KIND_STYLE = {
     "hardware_correlation": "cyan",
     "telemetry_spike": "blue",
 }
+
+
+def data(value: object, style: str = "") -> Text:
+    """``value`` as text printed verbatim: never parsed as markup, whatever it holds."""
+    return Text(str(value), style=style)
+
+
+def styled(*parts: str | tuple[str, str] | Text) -> Text:
+    """One line from parts: plain strings are *data* (verbatim), ``(text, style)`` pairs are styled data.
+
+    ``styled(("signature", "bold"), "  ", crash.signature)`` where an f-string
+    with ``[bold]`` would have let the signature's brackets act as markup.
+    """
+    return Text.assemble(*parts)
+
+
+def print_data(console: Console, *parts: str | tuple[str, str] | Text, **kwargs: object) -> None:
+    """Print one line of :func:`styled` parts: the one printer for lines that carry data."""
+    console.print(styled(*parts), highlight=False, **kwargs)  # type: ignore[arg-type]
 
 
 def alert_entity(alert: Alert) -> str:
@@ -88,19 +113,19 @@ def print_alert(console: Console, alert: Alert) -> None:
         console.print(alert_plain(alert), highlight=False, soft_wrap=True, markup=False)
 
 
-def summary_table(summary: RunSummary, title: str = "fleetepi run") -> Table:
+def summary_table(summary: RunSummary, title: TextType = "fleetepi run") -> Table:
     """Events by kind, invalid by reason (first line + sample), alerts by kind, throughput."""
-    table = Table(title=title, title_justify="left", show_lines=False)
+    table = Table(title=data(title) if isinstance(title, str) else title, title_justify="left", show_lines=False)
     table.add_column("what")
     table.add_column("count", justify="right")
     table.add_column("note", overflow="fold")
-    table.add_row("[bold]records read", str(summary.lines), "")
+    table.add_row(data("records read", "bold"), str(summary.lines), "")
     for kind in ("host", "crash", "telemetry"):
         table.add_row(f"  events: {kind}", str(summary.events.get(kind, 0)), "accepted")
     for sample in sorted(summary.invalid.values(), key=lambda s: -s.count):
         where = f"first at line {sample.first_line}" if sample.first_line is not None else ""
         note = f"{where}: {sample.detail}" if where else sample.detail
-        table.add_row(f"  invalid: {sample.reason}", str(sample.count), _shorten(note, 160))
+        table.add_row(data(f"  invalid: {sample.reason}"), str(sample.count), data(_shorten(note, 160)))
     if not summary.invalid:
         table.add_row("  invalid", "0", "")
     kinds = sorted(set(summary.fired) | set(summary.resolved))
@@ -124,4 +149,4 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-__all__ = ["alert_entity", "alert_plain", "alert_rich", "format_ts_ms", "print_alert", "summary_table"]
+__all__ = ["alert_entity", "alert_plain", "alert_rich", "data", "format_ts_ms", "print_alert", "print_data", "styled", "summary_table"]

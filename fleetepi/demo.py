@@ -24,9 +24,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from fleetepi.config import config_errors
 from fleetepi.console import alert_entity, print_alert, summary_table
 from fleetepi.contract import Alert, Event, format_ts, ts_from_ms
-from fleetepi.exceptions import ConfigError, FleetepiError
+from fleetepi.exceptions import FleetepiError
 from fleetepi.metrics import PipelineMetrics, serve
 from fleetepi.pipeline import FanoutAlertSink, ListAlertSink, Pipeline
 from fleetepi.replay import load_config
@@ -190,10 +191,8 @@ def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind
     out = Console()
     if not out.is_terminal:  # a pipe or a file: no wrapping at 80 columns
         out = Console(width=160)
-    try:
+    with config_errors():
         config = load_config(config_path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
     span_s = days * 86400.0
     pace = parse_speed(speed, span_s)
     metrics = PipelineMetrics()

@@ -12,16 +12,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
-import yaml
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
+from fleetepi.config import config_errors, load
 from fleetepi.console import summary_table
 from fleetepi.detectors import DetectorConfig
-from fleetepi.exceptions import ConfigError
 from fleetepi.jsonl import DamagedInput, JsonlFileError, LineSource, open_input, open_output
 from fleetepi.metrics import DEFAULT_BIND, PipelineMetrics, serve
 from fleetepi.pipeline import JsonlAlertSink, Pipeline, StrictModeError, batch_gc
@@ -30,40 +28,12 @@ from fleetepi.pipeline import JsonlAlertSink, Pipeline, StrictModeError, batch_g
 def load_config(path: str | Path | None) -> DetectorConfig:
     """Detector settings from a YAML mapping of ``DetectorConfig`` fields (defaults if None).
 
-    :raises ConfigError: unreadable file, not a mapping, unknown key or bad value,
-        always naming the file, so a bad config fails before any event is read.
+    :raises ConfigFileError: one line naming the file and the field, so a bad
+        config fails before any event is read (``fleetepi.config``).
     """
     if path is None:
         return DetectorConfig()
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of detector settings, got {type(data).__name__}")
-    defaults = DetectorConfig()
-    for key, value in data.items():
-        default = getattr(defaults, str(key), None)
-        if default is None:
-            continue  # unknown keys: from_mapping names them all at once
-        if isinstance(default, tuple) and isinstance(value, list):
-            data[key] = tuple(value)
-        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            data[key] = float(value)
-        elif type(data[key]) is not type(default):
-            raise ConfigError(f"{path}: {key}: expected {type(default).__name__}, got {value!r}")
-    try:
-        return DetectorConfig.from_mapping(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    return load(path, DetectorConfig)
 
 
 def _progress(console: Console) -> Progress:
@@ -109,10 +79,8 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
       zcat events.jsonl.gz | fleetepi replay -i - | jq -c 'select(.state=="firing")'
     """
     err = Console(stderr=True)
-    try:
+    with config_errors():
         config = load_config(config_path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
     metrics = None
     server = None
     if metrics_port is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import click
 
@@ -40,26 +39,21 @@ def _fail(exc: Exception) -> click.ClickException:
 @click.option("--fetch-loop", type=click.Choice(["fast", "faust"]), default="fast", show_default=True,
               help="fast: faust's fetch loop without its per-record task race (~2x the throughput, "
                    "stream/fastconsumer.py); faust: faust's own, if an upgrade of faust breaks the fast one.")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Detector settings (YAML or JSON mapping of DetectorConfig fields).")
 def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int, web_port: int, metrics_port: int,
                    no_metrics: bool, bind: str, data_dir: str, batch_max: int, batch_within: float,
                    checkpoint_interval: float, idle_release: float, fetch_loop: str,
                    config_path: str | None) -> None:
     """Run a stream worker: the detectors on the partitions this worker owns."""
+    from fleetepi.config import config_errors, load
     from fleetepi.detectors import DetectorConfig
     from fleetepi.stream.app import WorkerSettings
     from fleetepi.stream.worker import run
 
+    with config_errors():
+        config = load(config_path, DetectorConfig) if config_path else DetectorConfig()
     try:
-        config = DetectorConfig()
-        if config_path:
-            import yaml
-
-            data = yaml.safe_load(Path(config_path).read_text()) or {}
-            if not isinstance(data, dict):
-                raise click.ClickException(f"{config_path}: expected a mapping of detector settings")
-            config = DetectorConfig.from_mapping(data)
         settings = WorkerSettings(broker=broker, app_id=app_id, topic_prefix=topic_prefix, partitions=partitions,
                                   web_port=web_port, metrics_port=None if no_metrics else metrics_port, bind=bind,
                                   data_dir=data_dir, batch_max=batch_max, batch_within_s=batch_within,

@@ -151,7 +151,7 @@ class PartitionState:
         self.next_offset = offset + 1
         try:
             b = read_bundle(value or b"")
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # depth: an unknown nested field
             log.error("%s[%d]@%d: not a bundle, skipped", self.stage.name, self.partition, offset)
             return []
         src_p, wm, first, records = b.source, b.watermark_ms, b.first_ms, b.records

@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -91,46 +92,51 @@ def signature_command(core: str, as_json: bool, executable: str | None, host: st
     analyzer = _analyzer(rules_dir, max_core_gib, timeout_s, not no_pyspy, frames)
     try:
         # The core's mtime is when the kernel finished writing it: the crash's event time.
-        ts = datetime.fromtimestamp(os.stat(core).st_mtime, tz=UTC)
-        report = analyzer.analyze(core, host=host or socket.gethostname(), ts=ts, executable=executable)
+        ts, note = crash_time_of(os.stat(core).st_mtime, "the core's modification time")
+        report = analyzer.analyze(core, host=host or socket.gethostname(), ts=ts, executable=executable,
+                                  extra_notes=[note] if note else None)
     finally:
         analyzer.close()
     if as_json:
-        click.echo(encode(report.crash).decode())
+        from fleetepi.agents.publish.conform import conforming_bytes
+
+        click.echo(conforming_bytes(report.crash).decode())
         return
     _print_report(report)
 
 
 def _print_report(report: CoreReport) -> None:
+    """Tables of a core's facts; every field from the core is data (``fleetepi.console``), never markup."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from fleetepi.console import data, print_data
 
     c = report.crash
     console = Console()
-    console.print(f"[bold]signature[/bold]  {escape(c.signature)}")
-    console.print(f"signal     {c.signal or '?'} (si_code {c.si_code})   executable {c.executable or '?'}"
-                  f"{'   [yellow]PARTIAL[/yellow]' if c.partial else ''}")
-    console.print(f"fault      {c.fault_address or '-'}  class {c.fault_class}   "
-                  f"flags {', '.join(c.shape_flags or []) or '-'}   bit-flip score {c.bitflip_score}")
+    print_data(console, ("signature", "bold"), "  ", c.signature)
+    print_data(console, f"signal     {c.signal or '?'} (si_code {c.si_code})   executable ", c.executable or "?",
+               ("   PARTIAL", "yellow") if c.partial else "")
+    print_data(console, f"fault      {c.fault_address or '-'}  class {c.fault_class}   "
+                        f"flags {', '.join(c.shape_flags or []) or '-'}   bit-flip score {c.bitflip_score}")
     for line in report.bitflip_detail:
-        console.print(f"           {line}")
+        print_data(console, "           ", line)
     table = Table(title="frames (innermost first)", show_lines=False)
     for col in ("#", "module", "function", "offset", "how"):
         table.add_column(col)
     trust = iter(report.frame_trust)
     for i, f in enumerate(c.frames or []):
         if f.language == "python":
-            table.add_row(str(i), escape(f.module), escape(f.function or "?"), f"line {f.line}", "py-spy")
+            table.add_row(str(i), data(f.module), data(f.function or "?"), f"line {f.line}", "py-spy")
         else:
-            table.add_row(str(i), escape(f.module), escape(demangle(f.function) if f.function else ""), f.offset or "",
+            table.add_row(str(i), data(f.module), data(demangle(f.function) if f.function else ""), data(f.offset or ""),
                           next(trust, ""))
     console.print(table)
     if report.registers:
         regs = report.registers
-        console.print("registers  " + "  ".join(f"{r}=0x{regs[r]:x}" for r in ("rip", "rsp", "rbp", "rax", "rdi", "rsi")))
+        print_data(console, "registers  " + "  ".join(f"{r}=0x{regs[r]:x}" for r in ("rip", "rsp", "rbp", "rax", "rdi", "rsi")))
     for note in c.notes or []:
-        console.print(f"[dim]note: {escape(note)}[/dim]")
+        print_data(console, (f"note: {note}", "dim"))
 
 
 # --- core_pattern pipe mode ----------------------------------------------------
@@ -183,7 +189,7 @@ class _HashingReader:
 @click.argument("pid", type=int)
 @click.argument("signo", type=int)
 @click.argument("exe_name")
-@click.argument("crash_time", type=int)
+@click.argument("crash_time", type=str)
 @click.option("--publish", "publish_url", default=os.environ.get("FLEETEPI_PUBLISH", "-"), show_default=True,
               help="Where the event goes: kafka://host:port, a .jsonl file, or - for stdout (env FLEETEPI_PUBLISH).")
 @click.option("--keep-dir", type=click.Path(file_okay=False), default=None,
@@ -193,7 +199,7 @@ class _HashingReader:
               help="On-disk spool for kafka:// while the broker is away; what is left is sent by the next handler run.")
 @click.option("--job", default=None, help="Scheduler job or pod that owned the process, if known.")
 @_with_common
-def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, publish_url: str, keep_dir: str | None,
+def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: str, publish_url: str, keep_dir: str | None,
                          tmp_dir: str | None, spool_dir: str, job: str | None, host: str | None, rules_dir: str | None,
                          max_core_gib: float, timeout_s: float, no_pyspy: bool, frames: int) -> None:
     """core_pattern pipe handler: read a core from stdin, publish its crash event.
@@ -211,15 +217,15 @@ def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, p
     core is damaged; this command exits 0 unless publishing itself fails.
     """
     analyzer = _analyzer(rules_dir, max_core_gib, timeout_s, not no_pyspy, frames)
-    ts = datetime.fromtimestamp(crash_time, tz=UTC) if crash_time > 0 else datetime.now(UTC)
+    ts, time_note = crash_time_of(_number(crash_time), "core_pattern's %t")
     safe_exe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in exe_name)[:64] or "unknown"
     if keep_dir:
         Path(keep_dir).mkdir(parents=True, exist_ok=True)
-        core_path = str(Path(keep_dir) / f"core.{safe_exe}.{pid}.{crash_time}")
+        core_path = str(Path(keep_dir) / f"core.{safe_exe}.{pid}.{int(ts.timestamp())}")
     else:
         fd, core_path = tempfile.mkstemp(prefix=f"fleetepi-core-{safe_exe}-", dir=tmp_dir)
         os.close(fd)
-    notes = []
+    notes = [time_note] if time_note else []
     try:
         reader = _HashingReader(sys.stdin.buffer)
         with open(core_path, "wb") as out:
@@ -248,6 +254,40 @@ def core_handler_command(pid: int, signo: int, exe_name: str, crash_time: int, p
             flush(timeout_s=10.0)
     finally:
         publisher.close()
+
+
+def _number(text: str) -> float:
+    """``%t`` as a number; anything else (the kernel never sends it) is NaN, i.e. not believed."""
+    try:
+        return float(int(text.strip()))
+    except (ValueError, OverflowError):
+        return float("nan")
+
+
+#: A crash time later than this host's clock by more than this is not believed.
+MAX_FUTURE_S = 86400.0
+#: Nor one before 2000-01-01 (a zero, negative or wrapped ``%t``).
+EARLIEST_S = 946684800.0
+
+
+def crash_time_of(epoch_s: float, what: str, now_s: float | None = None) -> tuple[datetime, str | None]:
+    """The crash's event time from ``epoch_s``, or this host's clock (and a note) when it cannot be right.
+
+    ``%t`` is the kernel's clock at the dump; a value before 2000, more than a
+    day ahead of ours, or beyond what a datetime holds is damage (or a forged
+    argument), and the crash must still be published: with the time the
+    handler received it, and a note saying so. (The detectors' own admission
+    rule decides what a merely skewed host's events count for.)
+    """
+    now = time.time() if now_s is None else now_s
+    try:
+        if EARLIEST_S <= float(epoch_s) <= now + MAX_FUTURE_S:
+            return datetime.fromtimestamp(float(epoch_s), tz=UTC), None
+    except (OverflowError, OSError, ValueError):
+        pass
+    return (datetime.fromtimestamp(now, tz=UTC),
+            f"{what} {str(epoch_s)[:32]} is before 2000 or more than a day ahead of this host's clock; "
+            "the time the handler received the core is used")
 
 
 def _with_executable(crash: Crash, exe_name: str) -> Crash:

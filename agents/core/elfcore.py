@@ -57,6 +57,10 @@ class FileMapping:
     path: str
 
 
+#: One past the last x86-64 address (what a 64-bit field can hold).
+_ADDRESS_END = 1 << 64
+
+
 @dataclass(slots=True)
 class CoreNotes:
     """What the notes say; fields stay ``None`` when a note is missing or unreadable."""
@@ -181,11 +185,14 @@ class CoreFile:
             notes.fname = desc["pr_fname"].split(b"\0", 1)[0].decode("utf-8", "replace") or None
             notes.psargs = desc["pr_psargs"].split(b"\0", 1)[0].decode("utf-8", "replace").strip() or None
         elif n_type == "NT_FILE":
-            notes.page_size = desc["page_size"]
+            size = desc["page_size"]
+            # A damaged note can say anything; a page is a power of two from 4 KiB to 1 GiB.
+            notes.page_size = size if 4096 <= size <= 1 << 30 and size & (size - 1) == 0 else 4096
             for entry, name in zip(desc["Elf_Nt_File_Entry"], desc["filename"]):
-                notes.files.append(
-                    FileMapping(entry["vm_start"], entry["vm_end"], entry["page_offset"], name.decode("utf-8", "replace"))
-                )
+                start, end = entry["vm_start"], entry["vm_end"]
+                if not 0 <= start < end <= _ADDRESS_END:  # an empty or inverted range maps nothing: skipped
+                    continue
+                notes.files.append(FileMapping(start, end, entry["page_offset"], name.decode("utf-8", "replace")))
         elif n_type == "NT_AUXV":
             notes.auxv = decode_auxv(desc)
 

@@ -139,6 +139,8 @@ class ModuleMap:
                     groups[-1].append(r)
             for group in groups:
                 base = group[0][0] - group[0][2] * core.notes.page_size
+                if base < 0:  # a damaged page offset: the module starts where its first mapping does
+                    base = group[0][0]
                 page = core.read(base, 4096) if group[0][2] == 0 else None
                 head = parse_elf_head(page) if page else ElfHead()
                 end = group[-1][1]

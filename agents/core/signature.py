@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from fleetepi.agents.core.decompress import plain_core
+from fleetepi.agents.core.decompress import plain_core, require_regular
 from fleetepi.agents.core.elfcore import CoreFile
 from fleetepi.agents.core.exceptions import CoreParseError
 from fleetepi.agents.core.limits import CoreLimits, Deadline
@@ -99,17 +99,19 @@ class CoreAnalyzer:
         ts = ts or datetime.now(UTC)
         notes = list(extra_notes or [])
         partial = any(n.startswith("partial:") for n in notes)
-        if compute_sha256 and core_sha256 is None:
-            core_sha256 = _sha256(str(path))
+        deadline = Deadline(self.limits.parse_timeout_s)  # decompression included
         try:
-            with plain_core(str(path), self.limits.max_core_bytes, self.tmp_dir) as plain:
+            require_regular(str(path))  # before any open(): a FIFO would block it forever
+            if compute_sha256 and core_sha256 is None:
+                core_sha256 = _sha256(str(path))
+            with plain_core(str(path), self.limits.max_core_bytes, self.tmp_dir, deadline) as plain:
                 if plain.truncated_at is not None:
                     notes.append(f"partial: {plain.compression} core cut at the size limit ({plain.truncated_at} bytes)")
                     partial = True
                 if plain.error is not None:
                     notes.append(f"partial: {plain.compression} stream damaged ({plain.error})")
                     partial = True
-                return self._analyze_plain(plain.path, host, ts, executable, job, core_sha256, notes, partial)
+                return self._analyze_plain(plain.path, host, ts, executable, job, core_sha256, notes, partial, deadline)
         except (CoreParseError, OSError) as exc:
             notes.append(f"partial: unreadable core ({exc})"[:300])
             return self._unknown(ts, host, job, core_sha256, notes, "unknown!unreadable-core")
@@ -147,8 +149,8 @@ class CoreAnalyzer:
         core_sha256: str | None,
         notes: list[str],
         partial: bool,
+        deadline: Deadline,
     ) -> CoreReport:
-        deadline = Deadline(self.limits.parse_timeout_s)
         with CoreFile(path) as core:
             for problem in core.problems:
                 notes.append(f"partial: {problem}")

@@ -40,6 +40,10 @@ FunctionStart = Callable[[int], "int | None"]
 #: CFI rows and link-time address for a process address, or ``None`` (see ``fleetepi.agents.core.cfi``).
 CfiLookup = Callable[[int], "tuple[list[dict[str, object]], int] | None"]
 
+#: How many scanned candidates further up may prove the ones before them stale.
+_STALE_LOOKAHEAD = 4
+#: PLT stubs: ``jmp *GOT(%rip)``, with ``endbr64`` and/or ``bnd`` prefixes; the disp32 follows.
+_PLT_JUMPS = (b"\xff\x25", b"\xf2\xff\x25", b"\xf3\x0f\x1e\xfa\xf2\xff\x25", b"\xf3\x0f\x1e\xfa\xff\x25")
 _FP_PROLOGUES = (b"\x55\x48\x89\xe5", b"\xf3\x0f\x1e\xfa\x55\x48\x89\xe5")
 #: glibc's and musl's ``__restore_rt``: ``mov $15, %rax; syscall`` (rt_sigreturn).
 SIGRETURN_CODE = b"\x48\xc7\xc0\x0f\x00\x00\x00\x0f\x05"
@@ -328,15 +332,16 @@ class StackWalker:
             first_slot = chain[0][0]
             own_frame = self._has_fp_prologue(pc)
             if not own_frame:
-                frames += [RawFrame(r, "scan") for s, r in scanned if s < first_slot]
+                below = [r for s, r in scanned if s < first_slot]
+                frames += [RawFrame(r, "scan") for r in self._drop_stale(frames[-1], below)]
             frames += [RawFrame(r, "fp") for _s, r in chain]
             last_slot = chain[-1][0]
-            tail = [RawFrame(r, "scan") for s, r in scanned if s > last_slot]
+            tail = [RawFrame(r, "scan") for r in self._drop_stale(frames[-1], [r for s, r in scanned if s > last_slot])]
             if tail:
                 notes.append(f"frame-pointer chain ended after {len(chain)} links; {len(tail)} more frames by stack scan")
             frames += tail
         else:
-            frames += [RawFrame(r, "scan") for _s, r in scanned]
+            frames += [RawFrame(r, "scan") for r in self._drop_stale(frames[-1], [r for _s, r in scanned])]
             notes.append("no frame-pointer chain: all caller frames from stack scanning")
         if self.unverified:
             notes.append(f"{self.unverified} scanned return addresses unverified (no code bytes for their module)")
@@ -344,6 +349,50 @@ class StackWalker:
             notes.append(f"stack cut at {self.max_frames} frames")
             frames = frames[: self.max_frames]
         return WalkResult(frames, notes)
+
+    def _drop_stale(self, callee: RawFrame, rets: list[int]) -> list[int]:
+        """Scanned return addresses without the stale ones a later candidate proves stale.
+
+        A big frame (``abort``'s) keeps words of earlier calls in slots it
+        never wrote, and some are return addresses (``init_cpu_features`` of
+        ld.so, left from start-up); which slot they land in moves with the
+        stack's ASLR alignment, so a scan took them in some runs only. When a
+        candidate a few slots further up returns from a *direct call to the
+        callee's own function*, it is the callee's caller, and the candidates
+        between are dead locals. Only that positive evidence drops anything: a
+        tail call (whose caller called another function) keeps every candidate.
+        """
+        out: list[int] = []
+        pc = callee.pc - 1 if callee.is_return else callee.pc
+        i = 0
+        while i < len(rets):
+            target_fn = self.function_start(pc)
+            if target_fn is not None:
+                for j in range(i + 1, min(i + 1 + _STALE_LOOKAHEAD, len(rets))):
+                    if self._direct_call_target(rets[j]) == target_fn:
+                        i = j
+                        break
+            out.append(rets[i])
+            pc = rets[i] - 1
+            i += 1
+        return out
+
+    def _direct_call_target(self, ret: int) -> int | None:
+        """The function a ``call rel32`` just before ``ret`` enters (through a PLT stub's GOT slot), if any."""
+        code = self.code(ret - 5, 5)
+        if code is None or len(code) != 5 or code[0] != 0xE8:
+            return None
+        target = (ret + int.from_bytes(code[1:], "little", signed=True)) & ((1 << 64) - 1)
+        stub = self.code(target, 11)
+        if stub is None:
+            return target
+        for prefix in _PLT_JUMPS:
+            if stub.startswith(prefix):
+                at = len(prefix)
+                got = target + at + 4 + int.from_bytes(stub[at:at + 4], "little", signed=True)
+                resolved = self._read_u64(got)
+                return resolved if resolved else None
+        return target
 
     def _has_fp_prologue(self, pc: int) -> bool:
         start = self.function_start(pc)

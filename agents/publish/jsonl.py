@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fleetepi.agents.exceptions import PublishError
-from fleetepi.contract import Event, encode
+from fleetepi.agents.publish.conform import conforming_bytes
+from fleetepi.contract import Event
 
 
 class JsonlPublisher:
@@ -38,8 +39,9 @@ class JsonlPublisher:
         self.count = 0
 
     def publish(self, event: Event) -> None:
+        data = conforming_bytes(event)
         try:
-            self._fh.write(encode(event) + b"\n")
+            self._fh.write(data + b"\n")
             self._fh.flush()
             if self.fsync and self._owned:
                 os.fsync(self._fh.fileno())

@@ -26,8 +26,9 @@ from prometheus_client import CollectorRegistry
 
 from fleetepi.agents.exceptions import PublishError
 from fleetepi.agents.metrics import AgentMetrics
+from fleetepi.agents.publish.conform import conforming_bytes
 from fleetepi.agents.publish.spool import Spool
-from fleetepi.contract import TOPIC_FOR_SCHEMA, Event, encode
+from fleetepi.contract import TOPIC_FOR_SCHEMA, Event
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ class KafkaPublisher:
 
         :raises SpoolFull: the spool cap is hit (the event is dropped and counted).
         """
-        self.spool.append(encode(event))
+        self.spool.append(conforming_bytes(event))
 
     def _fail(self, why: str) -> None:
         self._backoff_s = min(30.0, max(1.0, self._backoff_s * 2))

@@ -17,7 +17,11 @@ cut off with a warning; everything before it is kept. Segments wholly
 behind the cursor are deleted. When pending bytes would exceed
 ``max_bytes`` the new event is dropped, logged and counted
 (``fleetepi_agent_spool_dropped_total``): the cap is the only way to lose an
-event, and it is loud.
+event, and it is loud. A full disk is the same case: the write that failed
+is cut back off the segment (so no torn record hides the ones after it), the
+event is dropped and counted as ``SpoolFull``, and the spool goes on as soon
+as there is room again. Segments are written unbuffered, so nothing of a
+failed record lingers in a buffer to land later, out of order.
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ class Spool:
         self._read_fh: BinaryIO | None = None
         self._read_seg = -1
         self._recover()
-        self._write_fh = open(self._seg_path(self._write_seg), "ab")
+        self._write_fh = open(self._seg_path(self._write_seg), "ab", buffering=0)
         self._update_metrics()
 
     # ---- layout ----
@@ -101,13 +105,24 @@ class Spool:
             return None
 
     def _write_cursor(self, pos: Position) -> None:
+        """Persist the cursor; on a full disk keep going on the one in memory.
+
+        Not persisting it loses nothing: a restart resumes from the last
+        cursor on disk (or the first segment left) and sends those records
+        again, which at-least-once delivery already allows.
+        """
         tmp = self.dir / "cursor.tmp"
-        with open(tmp, "w") as fh:
-            fh.write(f"{pos[0]} {pos[1]}\n")
-            fh.flush()
-            if self.do_fsync:
-                os.fsync(fh.fileno())
-        os.replace(tmp, self.dir / "cursor")
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(f"{pos[0]} {pos[1]}\n")
+                fh.flush()
+                if self.do_fsync:
+                    os.fsync(fh.fileno())
+            os.replace(tmp, self.dir / "cursor")
+        except OSError as exc:
+            log.warning("spool: cannot persist the cursor in %s (%s); a restart would resend from the last one",
+                        self.dir, exc.strerror or exc)
+            return
         if self.do_fsync:
             _fsync_dir(self.dir)
 
@@ -172,20 +187,44 @@ class Spool:
             log.error("spool: cap of %d bytes reached (%d pending in %d events); DROPPING an event of %d bytes "
                       "(%d dropped so far)", self.max_bytes, self._pending_bytes, self._pending, len(data), self.dropped)
             raise SpoolFull(f"spool cap of {self.max_bytes} bytes reached")
-        if self._write_fh.tell() >= self.segment_bytes:
-            self._roll()
-        self._write_fh.write(_HEADER.pack(len(data), zlib.crc32(data)) + data)
-        self._write_fh.flush()
-        if self.do_fsync:
-            os.fsync(self._write_fh.fileno())
+        try:
+            if self._write_fh.tell() >= self.segment_bytes:
+                self._roll()
+            self._write_record(_HEADER.pack(len(data), zlib.crc32(data)) + data)
+        except OSError as exc:  # ENOSPC, EDQUOT, EIO: this event is lost, loudly; the spool is intact
+            self.dropped += 1
+            self.metrics.spool_dropped.inc()
+            log.error("spool: cannot write to %s (%s); DROPPING an event of %d bytes (%d dropped so far)",
+                      self.dir, exc.strerror or exc, len(data), self.dropped)
+            raise SpoolFull(f"spool {self.dir}: {exc.strerror or exc}") from None
         self._pending += 1
         self._pending_bytes += size
         self._update_metrics()
 
+    def _write_record(self, record: bytes) -> None:
+        """Write all of ``record`` or none of it (a failed write is truncated away)."""
+        fh = self._write_fh
+        start = os.fstat(fh.fileno()).st_size  # append mode writes at the end, whatever tell() says
+        try:
+            view = memoryview(record)
+            while view:
+                n = fh.write(view)
+                view = view[n or 0:]
+            if self.do_fsync:
+                os.fsync(fh.fileno())
+        except OSError:
+            try:
+                fh.truncate(start)
+                fh.seek(start)
+            except OSError:
+                log.error("spool: could not cut a failed write off %s at %d", self.dir, start)
+            raise
+
     def _roll(self) -> None:
+        fh = open(self._seg_path(self._write_seg + 1), "ab", buffering=0)  # first: a failure leaves the old one open
         self._write_fh.close()
         self._write_seg += 1
-        self._write_fh = open(self._seg_path(self._write_seg), "ab")
+        self._write_fh = fh
         if self.do_fsync:
             _fsync_dir(self.dir)
 
@@ -237,7 +276,23 @@ class Spool:
                 self._seg_path(s).unlink(missing_ok=True)
         self._pending = max(0, self._pending - records)
         self._pending_bytes = max(0, self._pending_bytes - freed)
+        if self._pending == 0 and self._cursor == (self._write_seg, self._write_fh.tell()) and self._cursor[1] > 0:
+            self._restart_empty()
         self._update_metrics()
+
+    def _restart_empty(self) -> None:
+        """Everything sent: start a fresh segment and delete the old one, so a full disk empties itself."""
+        old = self._write_seg
+        try:
+            self._roll()
+        except OSError:
+            return  # no room even for an empty file: keep writing where we were
+        self._cursor = (self._write_seg, 0)
+        self._write_cursor(self._cursor)
+        if self._read_fh is not None and self._read_seg == old:
+            self._read_fh.close()  # an open handle would keep the deleted segment's blocks
+            self._read_fh = None
+        self._seg_path(old).unlink(missing_ok=True)
 
     # ---- state ----
     @property

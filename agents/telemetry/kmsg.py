@@ -32,7 +32,7 @@ from msgspec import Meta
 from fleetepi.agents.exceptions import SourceUnavailable
 from fleetepi.agents.sources.registry import SourceContext, register
 from fleetepi.agents.telemetry.dedup import Deduplicator, crash_key
-from fleetepi.agents.telemetry.logparse import CrashLine, KernelLogParser, Parsed, Rejected
+from fleetepi.agents.telemetry.logparse import MAX_LINE_CHARS, CrashLine, KernelLogParser, Parsed, Rejected
 from fleetepi.agents.telemetry.rules import load_rules, reasons
 from fleetepi.agents.telemetry.xid import RULES_DIR, load_catalog
 from fleetepi.contract import Crash, Telemetry, ts_from_ms
@@ -51,16 +51,29 @@ class LineReader(Protocol):
 
 
 class _Splitter:
-    """Bytes -> complete lines; keeps the unfinished tail for the next read."""
+    """Bytes -> complete lines; keeps the unfinished tail for the next read.
 
-    def __init__(self) -> None:
+    The tail is bounded: a "line" that never ends (a binary file, a writer
+    without newlines) keeps only its first ``max_line_bytes + 1`` bytes, so it
+    costs bounded memory and no quadratic re-joining, and reaches the parser
+    over-long, where it is counted as ``too_long``.
+    """
+
+    def __init__(self, max_line_bytes: int = 4 * MAX_LINE_CHARS) -> None:
         self._tail = b""
         self._ready: list[bytes] = []
+        self._max = max_line_bytes
 
     def feed(self, data: bytes) -> None:
-        parts = (self._tail + data).split(b"\n")
-        self._tail = parts.pop()
-        self._ready.extend(parts)
+        parts = data.split(b"\n")
+        if len(parts) > 1:
+            first = self._tail + parts[0] if len(self._tail) <= self._max else self._tail
+            self._ready.append(first[: self._max + 1])
+            self._ready.extend(p if len(p) <= self._max else p[: self._max + 1] for p in parts[1:-1])
+            self._tail = b""
+        last = parts[-1]
+        if len(self._tail) <= self._max:
+            self._tail = (self._tail + last)[: self._max + 1]
 
     def end(self) -> None:
         """The writer is gone (rotation, exit): an unterminated last line is still a line."""
@@ -256,7 +269,13 @@ class KernelLogSource:
         out: list[Telemetry | Crash] = []
         ts = ts_from_ms(now_ms)
         for line in self.reader.read_lines(self.max_lines_per_poll):
-            outcome = self.parser.parse(line)
+            try:
+                outcome = self.parser.parse(line)
+            except Exception:  # a parser bug on one line must not lose the lines read with it
+                self.outcomes["parse_error"] += 1
+                if self.outcomes["parse_error"] in (1, 10, 100) or self.outcomes["parse_error"] % 1000 == 0:
+                    log.exception("kernel-log line not parsed (%d so far): %.200r", self.outcomes["parse_error"], line)
+                continue
             if isinstance(outcome, Rejected):
                 self.outcomes[outcome.reason] += 1
                 continue
@@ -276,7 +295,7 @@ class KernelLogSource:
 
     def known_outcomes(self) -> list[str]:
         """Every outcome a line can have, so their counters exist at 0 before the first line."""
-        return ["event", *sorted(reasons(self.parser.rules))]
+        return ["event", "parse_error", *sorted(reasons(self.parser.rules))]
 
     def drain(self, now_ms: int) -> list[Telemetry | Crash]:
         """Counted repeats still open (called at shutdown and by ``--once``)."""

@@ -6,6 +6,13 @@ severity, action) or a :class:`Rejected` with a reason from the rules (e.g.
 name, which is what lets a test hold every real line in
 ``tests/agents/data/`` to an expected outcome.
 
+Hostile or broken input costs bounded work: a line longer than
+:data:`MAX_LINE_CHARS` (the kernel's own records stop at ~1 KiB) is rejected
+as ``too_long`` before any regex sees it, a code or count too large for the
+contract is ``number_out_of_range``, and each rule runs only when a literal
+its pattern cannot match without is in the line (``literals.py``), so a
+1 KiB line of ``a[`` costs one Aho-Corasick pass, not a regex per position.
+
 The parser is stateful only in one bounded way: it remembers the last
 ``(family, code, device)`` it emitted per line window, because one GPU
 falling off the bus is logged twice (``Xid 79`` and "GPU has fallen off the
@@ -21,10 +28,17 @@ from dataclasses import dataclass
 
 from fleetepi.agents.applog import crashlines
 from fleetepi.agents.applog.crashlines import CrashFields
-from fleetepi.agents.telemetry.rules import CRASH_EXTRACTORS, LogRule, load_rules
+from fleetepi.agents.telemetry.literals import LiteralIndex, required
+from fleetepi.agents.telemetry.rules import CRASH_EXTRACTORS, PARSER_REASONS, LogRule, load_rules
 from fleetepi.agents.telemetry.xid import XidCatalog, load_catalog, normalize_pci
 
 MAX_MESSAGE_CHARS = 1024
+#: Longest line parsed: the kernel's records stop at 1 KiB of text (``LOG_LINE_MAX``);
+#: syslog or journal prefixes add a few dozen characters. Longer lines are ``too_long``.
+MAX_LINE_CHARS = 1152
+#: Largest code or count taken from a line (the Xid/SXid catalogs stop in the
+#: hundreds; the contract's integers are 64-bit). More digits: ``number_out_of_range``.
+MAX_NUMBER_DIGITS = 9
 #: Distinct stripped lines whose outcome is remembered (cleared when full).
 CACHE_SIZE = 4096
 
@@ -33,16 +47,23 @@ _KERNEL_TAGS = r"(?:NVRM|mce|nvidia-nvswitch\d+|nvidia-peermem|EDAC\b[^:]*)[:\s]
 
 # Prefixes that loggers put before the kernel's text, tried repeatedly: a
 # syslog line can wrap a dmesg timestamp.
+# Every repeat is bounded: a prefix is a few dozen characters, and an
+# unbounded one would rescan a hostile 1 KiB line once per attempt.
 _PREFIXES = (
-    re.compile(r"^\d+,\d+,\d+,[^;]*;"),  # /dev/kmsg record header
-    re.compile(r"^\[\s*\d+\.\d+\]\s*"),  # dmesg [  12.345678]
+    re.compile(r"^\d{1,20},\d{1,20},\d{1,20},[^;]{0,64};"),  # /dev/kmsg record header
+    re.compile(r"^\[\s{0,16}\d{1,20}\.\d{1,20}\]\s*"),  # dmesg [  12.345678]
     re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ [\d:]+ \d{4}\]\s*"),  # dmesg -T
-    re.compile(r"^kern\s*:\s*\w+\s*:\s*\S+\s+"),  # dmesg -x --time-format iso
+    re.compile(r"^kern\s{0,8}:\s{0,8}\w{1,16}\s{0,8}:\s{0,8}\S{1,64}\s+"),  # dmesg -x --time-format iso
     # syslog, any month language, with or without a host name; a "program" that is the kernel text's own
-    # prefix (NVRM:, mce:, nvidia-nvswitchN:) is kept: a syslog without host names would swallow it
-    re.compile(r"^\S+ +\d{1,2} \d\d:\d\d:\d\d +(?:(?!kernel:)(?!" + _KERNEL_TAGS + r")[\w.\-]+ +)?(?:(?!" + _KERNEL_TAGS + r")[\w.\-]+(?:\[\d+\])?: )?"),
-    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?!" + _KERNEL_TAGS + r")[\w.\-]+\s+)?(?:(?!" + _KERNEL_TAGS + r")[\w.\-]+(?:\[\d+\])?: )?"),  # ISO syslog
+    # prefix (NVRM:, mce:, nvidia-nvswitchN:) is kept: a syslog without host names would swallow it.
+    # Every repetition is bounded: a hostile line costs linear time.
+    re.compile(r"^\S{1,32} {1,8}\d{1,2} \d\d:\d\d:\d\d {1,8}(?:(?!kernel:)(?!" + _KERNEL_TAGS + r")[\w.\-]{1,255} {1,8})?"
+               r"(?:(?!" + _KERNEL_TAGS + r")[\w.\-]{1,255}(?:\[\d{1,20}\])?: )?"),
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.,]{1,32}(?:Z|[+-]\d\d:?\d\d)?\s{1,8}(?:(?!" + _KERNEL_TAGS + r")[\w.\-]{1,255}\s{1,8})?"
+               r"(?:(?!" + _KERNEL_TAGS + r")[\w.\-]{1,255}(?:\[\d{1,20}\])?: )?"),  # ISO syslog
 )
+#: SXid lines say Fatal / Non-fatal right after the code (behind our prefixes): look no further.
+SEVERITY_WITHIN_CHARS = 160
 _SEV_TEXT = re.compile(r"\b(Fatal|Non-fatal|Nonfatal)\b", re.IGNORECASE)
 
 
@@ -108,9 +129,13 @@ class KernelLogParser:
         self._remembered: dict[str, tuple[int, str | None]] = {}
         #: pid -> task_memcg of a pending OOM kill
         self._memcg: dict[int, str] = {}
+        # Prefilter: a rule is tried only when a literal its pattern needs is in the line.
+        self._index = LiteralIndex([required(rule.pattern) for rule in self.rules])
 
     def parse(self, line: str) -> Outcome:
         self._lineno += 1
+        if len(line) > MAX_LINE_CHARS:
+            return Rejected(None, "too_long")
         text = strip_prefix(line)
         if not text:
             return Rejected(None, "empty")
@@ -128,7 +153,9 @@ class KernelLogParser:
         return outcome
 
     def _classify(self, text: str) -> tuple[Outcome, LogRule | None]:
-        for rule in self.rules:
+        rules = self.rules
+        for i in self._index.candidates(text):
+            rule = rules[i]
             m = rule.pattern.search(text)
             if m is None:
                 continue
@@ -166,8 +193,14 @@ class KernelLogParser:
     def _emit(self, rule: LogRule, m: re.Match[str], text: str) -> Outcome:
         groups = m.groupdict()
         code = rule.code
-        if code is None and groups.get("code"):
-            code = int(groups["code"])
+        digits = groups.get("code")
+        if code is None and digits:
+            if len(digits) > MAX_NUMBER_DIGITS:
+                return Rejected(rule.name, "number_out_of_range")
+            code = int(digits)
+        raw_count = groups.get("count")
+        if raw_count and len(raw_count) > MAX_NUMBER_DIGITS:
+            return Rejected(rule.name, "number_out_of_range")
         device = self._device(rule, groups)
         if rule.device_from:
             lineno, remembered = self._remembered.pop(rule.device_from, (0, None))
@@ -187,10 +220,10 @@ class KernelLogParser:
                 if not msg:
                     msg = info.description
         if rule.severity_from_text and severity is None:
-            sm = _SEV_TEXT.search(msg)
+            sm = _SEV_TEXT.search(msg, 0, SEVERITY_WITHIN_CHARS)
             if sm:
                 severity = "critical" if sm.group(1).lower() == "fatal" else "warning"
-        count = int(groups["count"]) if groups.get("count") else 1
+        count = int(raw_count) if raw_count else 1
         if rule.family:
             key = (rule.family, code, device)
             if rule.unless_recent and any(
@@ -201,4 +234,5 @@ class KernelLogParser:
         return Parsed(rule.name, rule.kind or "other", code, device, msg[:MAX_MESSAGE_CHARS], severity, action, count)
 
 
-__all__ = ["CrashLine", "KernelLogParser", "Outcome", "Parsed", "Rejected", "strip_prefix"]
+__all__ = ["MAX_LINE_CHARS", "PARSER_REASONS", "CrashLine", "KernelLogParser", "Outcome", "Parsed", "Rejected",
+           "strip_prefix"]

@@ -28,6 +28,11 @@ _KNOWN = {
 CRASH_EXTRACTORS = {"segfault": "kernel_log", "trap": "kernel_log", "oom_kill": "oom_kill", "oom_memcg": None}
 
 
+#: Reasons the parser itself gives (the rules add theirs): blank, matched by
+#: no rule, over ``MAX_LINE_CHARS``, a code or count too large for the contract.
+PARSER_REASONS = ("empty", "no_rule", "too_long", "number_out_of_range")
+
+
 @dataclass(frozen=True)
 class UnlessRecent:
     """Reject the match when the same (family, code, device) was emitted within ``window_lines``."""
@@ -161,7 +166,7 @@ def load_rules(rules_dir: Path | str = RULES_DIR, filename: str = "rules.json") 
 def reasons(rules: Sequence[LogRule]) -> set[str]:
     """Every rejection reason the rules (and the parser) can give."""
     out = {r.reject for r in rules if r.reject} | {r.unless_recent.reason for r in rules if r.unless_recent}
-    return out | {"no_rule", "empty", "unparsed_crash_line"}
+    return out | set(PARSER_REASONS) | {"unparsed_crash_line"}
 
 
-__all__ = ["CRASH_EXTRACTORS", "LogRule", "TELEMETRY_KINDS", "UnlessRecent", "load_rules", "reasons"]
+__all__ = ["CRASH_EXTRACTORS", "PARSER_REASONS", "LogRule", "TELEMETRY_KINDS", "UnlessRecent", "load_rules", "reasons"]

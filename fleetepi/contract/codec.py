@@ -32,6 +32,7 @@ REASONS: Final = (
     "out_of_order",
     "future_timestamp",
     "unknown_host",
+    "clock_skew",
 )
 
 _event_decoder = msgspec.json.Decoder(Host | Crash | Telemetry)
@@ -45,7 +46,7 @@ _TAG = re.compile(r"at `\$\.schema`|Invalid value .* at `\$\.schema`|missing req
 
 def _classify(exc: msgspec.ValidationError, raw: bytes) -> InvalidMessage:
     text = str(exc)
-    if text.startswith("Expected `object`"):
+    if text.startswith("Expected `object`") and " - at `$" not in text:  # the message itself, not a field
         return InvalidMessage("not_an_object", text)
     if _TAG.search(text):
         return InvalidMessage("unknown_schema", text)
@@ -55,10 +56,15 @@ def _classify(exc: msgspec.ValidationError, raw: bytes) -> InvalidMessage:
 
 
 def _decode(decoder: msgspec.json.Decoder, raw: bytes | str) -> object:
+    """The one bounded decode: size, depth, syntax and contract, each an :class:`InvalidMessage`."""
     if len(raw) > MAX_MESSAGE_BYTES:
-        raise InvalidMessage("too_large", f"message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
+        size = getattr(raw, "size", len(raw))  # an OverlongLine knows the length it was cut from
+        raise InvalidMessage("too_large", f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
     try:
         return decoder.decode(raw)
+    except RecursionError:  # ~1,000 nested arrays in an unknown field: msgspec recurses to skip them
+        raise InvalidMessage("too_large", "nested deeper than the decoder's recursion limit "
+                                          "(a contract message is at most 4 levels deep)") from None
     except msgspec.ValidationError as exc:
         raise _classify(exc, raw if isinstance(raw, bytes) else raw.encode()) from None
     except msgspec.DecodeError as exc:
@@ -79,7 +85,7 @@ def decode_event(raw: bytes | str) -> Event:
     if len(raw) <= MAX_MESSAGE_BYTES:
         try:
             return _event_decoder.decode(raw)  # type: ignore[no-any-return]
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             pass  # ValidationError is a DecodeError: classified below
     return _decode(_event_decoder, raw)  # type: ignore[return-value]
 

@@ -10,8 +10,6 @@ from typing import Any
 import click
 from prometheus_client import CollectorRegistry
 
-from fleetepi.exceptions import ConfigError
-
 log = logging.getLogger(__name__)
 
 
@@ -40,23 +38,25 @@ def hook_command(config_path: str, listen: str | None, dry_run: bool) -> None:
     """
     import msgspec
 
+    from fleetepi.config import ConfigExit, config_errors
     from fleetepi.hook.audit import AuditLog
     from fleetepi.hook.config import load_config
     from fleetepi.hook.decider import QuarantineHook
     from fleetepi.hook.server import HookServer
 
-    try:
+    with config_errors():
         cfg = load_config(config_path)
         if dry_run:
             cfg = msgspec.structs.replace(cfg, dry_run=True)
         token = cfg.read_token()
         registry = CollectorRegistry()
         audit = AuditLog(cfg.audit_log)
-        hook = QuarantineHook(cfg, registry, audit)
+        hook = QuarantineHook(cfg, registry, audit)  # reads the audit log back: a damaged one stops here
+    try:
         server = HookServer(listen or cfg.listen, hook, token, registry)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # the listen address
+        raise ConfigExit(f"--listen/listen: {exc}") from None
+    except OSError as exc:
         raise click.ClickException(f"cannot start the hook: {exc}") from None
 
     def stop(signum: int, _frame: Any) -> None:

@@ -16,10 +16,9 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-import msgspec
-import yaml
 from msgspec import Meta, Struct
 
+from fleetepi.config import ConfigFileError, convert, load
 from fleetepi.exceptions import ConfigError
 from fleetepi.hook.template import TEMPLATE_FIELDS, template_fields
 
@@ -162,27 +161,21 @@ def _check_template(where: str, parts: list[str]) -> None:
             raise ConfigError(f"{where}: unknown placeholder(s) {sorted(unknown)} in {part!r}; known: {list(TEMPLATE_FIELDS)}")
 
 
-def parse_config(data: object) -> HookConfig:
-    """Validate a mapping (the parsed YAML) into a frozen config."""
+def parse_config(data: object, path: str | Path = "hook config") -> HookConfig:
+    """Validate a mapping (the parsed YAML) into a frozen config; errors name ``path`` and the field."""
+    return _checked(convert(data, HookConfig, path), path)
+
+
+def _checked(cfg: HookConfig, path: str | Path) -> HookConfig:
     try:
-        cfg = msgspec.convert(data, HookConfig, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"hook config: {exc}") from None
-    return _check(cfg)
+        return _check(cfg)
+    except ConfigError as exc:
+        raise ConfigFileError(path, "", str(exc)) from None
 
 
 def load_config(path: str | Path) -> HookConfig:
-    """Read and validate the YAML file; every error is a ConfigError naming the problem."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    try:
-        return parse_config(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    """Read and validate the YAML file; every error is one line naming the file and the field."""
+    return load(path, HookConfig, check=_check)
 
 
 __all__ = [

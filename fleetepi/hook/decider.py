@@ -40,6 +40,7 @@ from fleetepi.hook.exceptions import InvalidHost
 from fleetepi.hook.metrics import HookMetrics
 from fleetepi.hook.payload import WebhookAlert, WebhookPayload
 from fleetepi.hook.safety import CircuitBreaker, FleetSize, HostFilter, check_host
+from fleetepi.hook.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,14 @@ class QuarantineHook:
     def reject(self, reason: str, remote: str = "") -> Decision:
         """A body that is not a payload: counted and audited like every decision."""
         d = Decision(fingerprint="", status="", alertname="", action="none", outcome="invalid", reason=reason)
+        with self._lock:
+            self._record(d, remote=remote, receiver="")
+        return d
+
+    def unauthorized(self, remote: str = "", path: str = "") -> Decision:
+        """A request without the bearer token: refused before its body is read, counted and audited."""
+        d = Decision(fingerprint="", status="", alertname="", action="none", outcome="unauthorized",
+                     reason=f"missing or wrong bearer token on POST {path[:200]}")
         with self._lock:
             self._record(d, remote=remote, receiver="")
         return d
@@ -188,14 +197,14 @@ class QuarantineHook:
         rec.update(dry_run=self.cfg.dry_run, remote=remote, receiver=receiver)
         self.audit.write(rec)
         level = logging.WARNING if d.outcome in ("quarantined", "released", "failed", "breaker_open") else logging.INFO
-        log.log(level, "%s %s host=%s alert=%s fp=%s: %s", d.action, d.outcome, d.host, d.alertname,
-                d.fingerprint, d.reason)
+        log.log(level, "%s %s host=%s alert=%s fp=%s: %s", d.action, d.outcome, printable(d.host), printable(d.alertname),
+                printable(d.fingerprint), printable(d.reason, 500))
 
     # ------------------------------------------------------------------ restart
     def _restore(self, path: Path) -> None:
         if not path.exists() or path.stat().st_size == 0:
             return
-        for rec in read_audit(path):
+        for rec in read_audit(path, on_cut_tail=lambda msg: log.warning("%s", msg)):
             fp, outcome, host = rec.get("fingerprint"), rec.get("decision"), rec.get("host")
             if not fp or rec.get("dry_run"):
                 continue

@@ -9,7 +9,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 ACTIONS = ("quarantine", "release", "none")
-OUTCOMES = ("quarantined", "released", "dry_run", "denied", "breaker_open", "duplicate", "invalid", "failed", "ignored")
+OUTCOMES = ("quarantined", "released", "dry_run", "denied", "breaker_open", "duplicate", "invalid", "failed", "ignored",
+            "unauthorized")
 
 
 class HookMetrics:

@@ -71,6 +71,10 @@ def decode_payload(raw: bytes) -> WebhookPayload:
         raise InvalidPayload(f"not an Alertmanager v4 payload: {exc}") from None
     except msgspec.DecodeError as exc:
         raise InvalidPayload(f"malformed JSON: {exc}") from None
+    except UnicodeDecodeError as exc:  # msgspec lets invalid UTF-8 inside strings through as this
+        raise InvalidPayload(f"malformed JSON: not valid UTF-8 at byte {exc.start}") from None
+    except RecursionError:  # thousands of nested arrays in an unknown field
+        raise InvalidPayload("malformed JSON: nested deeper than the decoder's recursion limit") from None
 
 
 __all__ = ["MAX_BODY_BYTES", "WebhookAlert", "WebhookPayload", "decode_payload"]

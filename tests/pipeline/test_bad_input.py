@@ -104,17 +104,18 @@ def test_summary_names_reason_count_and_first_line(write_events) -> None:
 
 @pytest.mark.parametrize(("content", "message"), [
     ("step_s: [1, 2]\n", "step_s: expected float"),
-    ("no_such_setting: 3\n", "unknown detector setting(s): no_such_setting"),
+    ("no_such_setting: 3\n", "no_such_setting: unknown key"),
     ("- a list\n", "expected a mapping"),
-    ("key: [unclosed\n", "not valid YAML"),
+    ("key: [unclosed\n", "line 2, column 1: YAML syntax"),
 ])
 def test_bad_config_fails_at_start_with_clear_message(tmp_path, write_events, content: str, message: str) -> None:
     cfg = tmp_path / "detectors.yaml"
     cfg.write_text(content)
     path = write_events(_stream(crash_line("h1", 8)))
     result = CliRunner().invoke(replay_command, ["-i", str(path), "-o", str(tmp_path / "a.jsonl"), "-c", str(cfg)])
-    assert result.exit_code != 0
-    assert str(cfg) in result.stderr and message in result.stderr
+    assert result.exit_code == 2
+    assert f"{cfg}: " in result.stderr and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "a.jsonl").exists()
 
 
