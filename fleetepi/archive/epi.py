@@ -43,6 +43,21 @@ def risk_ratio(a: int, n1: int, c: int, n2: int, z: float = Z95) -> RiskRatio:
     return RiskRatio(rr, math.exp(log_rr - z * se), math.exp(log_rr + z * se))
 
 
+def rate_ratio(a: int, t1: float, c: int, t2: float, z: float = Z95) -> RiskRatio:
+    """Incidence rate ratio of ``a`` events in ``t1`` exposure against ``c`` in ``t2`` (log-normal interval).
+
+    For counts that may exceed the exposure units (crashes per host-day);
+    a zero count gets 0.5, as in :func:`risk_ratio`.
+    """
+    if t1 <= 0 or t2 <= 0:
+        return RiskRatio(math.nan, math.nan, math.nan)
+    if a == 0 or c == 0:
+        a, c = a + 0.5, c + 0.5  # type: ignore[assignment]
+    rr = (a / t1) / (c / t2)
+    se = math.sqrt(1 / a + 1 / c)
+    return RiskRatio(rr, rr * math.exp(-z * se), rr * math.exp(z * se))
+
+
 def rate_per_1000(cases: int, host_days: int) -> float:
     return 1000.0 * cases / host_days if host_days > 0 else math.nan
 
@@ -59,4 +74,4 @@ def sparkline(values: list[int] | list[float]) -> str:
                    for v in values)
 
 
-__all__ = ["Z95", "RiskRatio", "rate_per_1000", "risk_ratio", "sparkline"]
+__all__ = ["Z95", "RiskRatio", "rate_per_1000", "rate_ratio", "risk_ratio", "sparkline"]

@@ -246,6 +246,9 @@ class ArchiveWriter:
     def _alerts_table(self, alerts: list[Alert]) -> pa.Table:
         rows = [msgspec.to_builtins(a) for a in alerts]
         table = _fix_ts(pa.Table.from_pylist(rows, schema=json_schema("alert")))
+        # msgspec omits fields at their default: the contract's default state is "firing"
+        state = pc.fill_null(table.column("state"), "firing")
+        table = table.set_column(table.column_names.index("state"), "state", state)
         return table.append_column("key", pa.array([a.key for a in alerts], type=pa.string()))
 
     def _stage(self, name: str, table: pa.Table) -> None:

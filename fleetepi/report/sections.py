@@ -1,0 +1,359 @@
+"""The report's sections: each one a few SQL queries over the archive and a Plotly figure or a table.
+
+Every function takes the open :class:`fleetepi.archive.reader.Archive` and
+returns an HTML fragment (a figure ``<div>`` without its JavaScript library,
+which ``html.py`` inlines once for the whole page, or a ``<table>``). User
+data is escaped with :func:`html.escape`; Plotly escapes what it draws.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import plotly.graph_objects as go
+
+from fleetepi.archive.epi import rate_per_1000, rate_ratio
+from fleetepi.archive.queries import BITFLIP_MIN, CohortRow, alert_rows, cohort_rows, pick_bin
+from fleetepi.archive.reader import Archive, quote
+from fleetepi.archive.schema import attr_column
+
+_CONFIG = {"displaylogo": False, "responsive": True}
+_LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "font": {"size": 12}}
+_MAX_STACK = 10  # location values drawn; the rest is "other"
+
+
+@dataclass
+class Period:
+    first: datetime | None
+    last: datetime | None
+    bin: str
+
+
+def figure_html(fig: go.Figure, height: int = 360) -> str:
+    fig.update_layout(height=height, **_LAYOUT)
+    return fig.to_html(full_html=False, include_plotlyjs=False, config=_CONFIG)
+
+
+def esc(v: Any) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def table_html(headers: list[str], rows: list[list[Any]], cls: str = "", numeric_from: int = 1) -> str:
+    if not rows:
+        return '<p class="empty">nothing in this period</p>'
+    head = "".join(f'<th class="{"num" if i >= numeric_from else ""}">{esc(h)}</th>' for i, h in enumerate(headers))
+    body = []
+    for r in rows:
+        cells = "".join(f'<td class="{"num" if i >= numeric_from else ""}">{c if isinstance(c, _Raw) else esc(c)}</td>'
+                        for i, c in enumerate(r))
+        body.append(f"<tr>{cells}</tr>")
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+class _Raw(str):
+    """Already-escaped HTML for a table cell."""
+
+
+def fmt_ts(t: datetime | None) -> str:
+    return "-" if t is None else t.strftime("%Y-%m-%d %H:%M")
+
+
+def _ci(lo: float, hi: float) -> str:
+    return "-" if math.isnan(lo) else (f"{lo:.1f}–{hi:.1f}" if hi < 1000 else f"{lo:.1f}–∞")
+
+
+def period(arc: Archive) -> Period:
+    first, last = arc.query("SELECT min(ts), max(ts) FROM (SELECT ts FROM crash UNION ALL SELECT ts FROM host "
+                            "UNION ALL SELECT ts FROM alert)")[0]
+    return Period(first, last, pick_bin(first, last))
+
+
+def _bins(p: Period) -> list[datetime]:
+    if p.first is None or p.last is None:
+        return []
+    step = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}[p.bin]
+    rows = []
+    at = _trunc(p.first, p.bin)
+    while at <= p.last and len(rows) < 3000:
+        rows.append(at)
+        at += step
+    return rows
+
+
+def _trunc(t: datetime, bin_: str) -> datetime:
+    if bin_ == "hour":
+        return t.replace(minute=0, second=0, microsecond=0)
+    d = t.replace(hour=0, minute=0, second=0, microsecond=0)
+    return d - timedelta(days=d.weekday()) if bin_ == "week" else d
+
+
+# ---------------------------------------------------------------------- summary
+def summary(arc: Archive, p: Period) -> dict[str, Any]:
+    counts = {t: arc.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("crash", "telemetry", "host", "alert")}
+    hosts, host_days = arc.query("SELECT count(DISTINCT host), count(*) FROM (SELECT DISTINCT host, day FROM hostday)")[0]
+    sigs = arc.query("SELECT count(DISTINCT signature) FROM crash")[0][0]
+    fired = arc.query("SELECT count(*) FROM alert WHERE state = 'firing'")[0][0]
+    return {"counts": counts, "hosts": hosts, "host_days": host_days, "signatures": sigs, "fired": fired,
+            "first": p.first, "last": p.last}
+
+
+# ---------------------------------------------------------------------- top signatures
+def top_signatures(arc: Archive, n: int) -> list[tuple[str, int, int, int]]:
+    """Signatures that raised alerts first (most alerts), then the most hosts hit: (sig, cases, hosts, alerts)."""
+    rows = arc.query(
+        "WITH a AS (SELECT signature, count(*) AS alerts FROM alert WHERE signature IS NOT NULL AND state = 'firing' "
+        "GROUP BY 1), c AS (SELECT signature, count(*) AS cases, count(DISTINCT host) AS hosts FROM crash GROUP BY 1) "
+        "SELECT c.signature, c.cases, c.hosts, coalesce(a.alerts, 0) FROM c LEFT JOIN a USING (signature) "
+        f"ORDER BY coalesce(a.alerts, 0) > 0 DESC, c.hosts DESC, c.cases DESC LIMIT {int(n)}")
+    return [(s, c, h, a) for s, c, h, a in rows]
+
+
+def epidemic_curve(arc: Archive, sig: str, by: str | None, p: Period) -> str:
+    loc = f"coalesce({quote(attr_column(by))}, '(no {by})')" if by else "'all hosts'"
+    rows = arc.query(f"SELECT date_trunc('{p.bin}', ts) AS b, {loc} AS loc, count(*) FROM crash WHERE signature = ? "
+                     "GROUP BY ALL", [sig])
+    totals: dict[str, int] = defaultdict(int)
+    for _, loc_v, n in rows:
+        totals[loc_v] += n
+    keep = {v for v, _ in sorted(totals.items(), key=lambda kv: -kv[1])[:_MAX_STACK]}
+    grid: dict[str, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
+    for b, loc_v, n in rows:
+        grid[loc_v if loc_v in keep else "other"][b] += n
+    bins = _bins(p)
+    fig = go.Figure()
+    for loc_v in sorted(grid, key=lambda v: (v == "other", -totals.get(v, 0), v)):
+        fig.add_bar(x=bins, y=[grid[loc_v].get(b, 0) for b in bins], name=str(loc_v))
+    fig.update_layout(barmode="stack", bargap=0.05, title=f"crashes per {p.bin}" + (f", stacked by {by}" if by else ""),
+                      legend={"title": {"text": by or ""}})
+    return figure_html(fig, 300)
+
+
+def shape_populations(arc: Archive, sig: str) -> str:
+    """One bar per crash shape, split by host: a shape living on one host is one long single-colour bar."""
+    rows = arc.query(
+        "SELECT coalesce(signal, '?') || ' / ' || coalesce(fault_class, '?') || "
+        "coalesce(' / ' || nullif(array_to_string(list_sort(shape_flags), ','), ''), '') AS shape, host, count(*) AS n, "
+        f"count(*) FILTER (WHERE bitflip_score >= {BITFLIP_MIN}) FROM crash WHERE signature = ? GROUP BY ALL", [sig])
+    per: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+    for shape, host, n, bf in rows:
+        per[shape].append((host, n, bf))
+    shapes = sorted(per, key=lambda s: -sum(n for _, n, _ in per[s]))[:8]
+    fig = go.Figure()
+    max_rank = 6
+    palette = ["#1f4e79", "#2e75b6", "#5b9bd5", "#9dc3e6", "#bdd7ee", "#deebf7"]
+    labels = []
+    for shape in shapes:
+        hosts = sorted(per[shape], key=lambda t: -t[1])
+        total = sum(n for _, n, _ in hosts)
+        bf = sum(b for _, _, b in hosts)
+        labels.append(f"{shape}<br><sub>{total} crashes on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+                      + (f", {bf} bit-flip" if bf else "") + "</sub>")
+    for rank in range(max_rank + 1):
+        xs, texts, names = [], [], []
+        for shape in shapes:
+            hosts = sorted(per[shape], key=lambda t: -t[1])
+            if rank < max_rank:
+                h = hosts[rank] if rank < len(hosts) else None
+                xs.append(h[1] if h else 0)
+                names.append(h[0] if h else "")
+                texts.append(h[0] if h and h[1] >= 0.15 * sum(n for _, n, _ in hosts) else "")
+            else:
+                rest = hosts[max_rank:]
+                xs.append(sum(n for _, n, _ in rest))
+                names.append(f"{len(rest)} other hosts" if rest else "")
+                texts.append(f"+{len(rest)} hosts" if rest else "")
+        fig.add_bar(y=labels, x=xs, orientation="h", text=texts, textposition="inside", customdata=names,
+                    hovertemplate="%{customdata}: %{x} crashes<extra></extra>", showlegend=False,
+                    marker={"color": palette[rank] if rank < max_rank else "#d9d9d9",
+                            "line": {"color": "white", "width": 1}})
+    fig.update_layout(barmode="stack", title="crash shapes, split by host (one colour block = one host)",
+                      yaxis={"autorange": "reversed"}, xaxis={"title": "crashes"})
+    return figure_html(fig, 90 + 55 * max(len(shapes), 1))
+
+
+def cohort_table(rows: list[CohortRow], limit: int = 8) -> str:
+    return table_html(
+        ["cohort", "cases", "hosts hit", "hosts in cohort", "host-days", "per 1k host-days", "RR", "95 % CI"],
+        [[f"{r.attribute}={r.value}", r.cases, r.hosts_affected, r.hosts, r.host_days,
+          f"{r.rate_per_1000_host_days:.1f}", f"{r.relative_risk:.1f}", _ci(r.ci_low, r.ci_high)] for r in rows[:limit]],
+        cls="cohorts")
+
+
+def signature_cohorts(arc: Archive, sig: str) -> list[CohortRow]:
+    return cohort_rows(arc, "crash", "signature = ?", [sig])
+
+
+def signature_alerts(arc: Archive, sig: str) -> str:
+    rows = [a for a in alert_rows(arc, "signature = ? AND state = 'firing'", [sig], limit=10)]
+    return table_html(["time", "kind", "entity", "score"],
+                      [[fmt_ts(a.ts), a.kind, a.entity, f"{a.score:.1f}"] for a in rows], numeric_from=3)
+
+
+# ---------------------------------------------------------------------- heat map
+def heat_map(arc: Archive, rows_attr: str | None, cols_attr: str | None, nested: bool) -> str:
+    """Crashes per 1,000 host-days per location cell (all signatures)."""
+    if cols_attr is None:
+        return '<p class="empty">no location attributes found in the inventory (use --heat ROWS:COLS)</p>'
+    r = quote(attr_column(rows_attr)) if rows_attr else "'fleet'"
+    c = quote(attr_column(cols_attr))
+    rows = arc.query(f"SELECT {r} AS r, {c} AS c, sum(crashes), count(DISTINCT (host, day)), count(DISTINCT host) "
+                     "FROM hostday GROUP BY ALL")
+    cells = {(rv, cv): (n, hd, h) for rv, cv, n, hd, h in rows if cv is not None}
+    row_vals = sorted({rv for rv, _ in cells}, key=_natural)
+    if nested:  # cols nest in rows: lay each row's own columns out by position
+        per_row = {rv: sorted({cv for r2, cv in cells if r2 == rv}, key=_natural) for rv in row_vals}
+        width = max((len(v) for v in per_row.values()), default=0)
+        x = list(range(1, width + 1))
+        z, text = [], []
+        for rv in row_vals:
+            cols = per_row[rv]
+            z.append([rate_per_1000(*cells[(rv, cols[i])][:2]) if i < len(cols) else None for i in range(width)])
+            text.append([_cell_text(cols[i], cells[(rv, cols[i])]) if i < len(cols) else "" for i in range(width)])
+        xtitle = f"{cols_attr} (by position within {rows_attr})"
+    else:
+        col_vals = sorted({cv for _, cv in cells}, key=_natural)
+        x = col_vals
+        z = [[rate_per_1000(*cells[(rv, cv)][:2]) if (rv, cv) in cells else None for cv in col_vals] for rv in row_vals]
+        text = [[_cell_text(cv, cells[(rv, cv)]) if (rv, cv) in cells else "" for cv in col_vals] for rv in row_vals]
+        xtitle = cols_attr
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=[str(v) for v in row_vals], text=text, colorscale="YlOrRd",
+                               hovertemplate="%{text}<br>%{z:.1f} crashes per 1k host-days<extra></extra>",
+                               colorbar={"title": {"text": "per 1k<br>host-days"}}, xgap=1, ygap=1))
+    fig.update_layout(title=f"crash incidence per 1,000 host-days by {rows_attr or 'fleet'} × {cols_attr}",
+                      xaxis={"title": xtitle, "type": "category" if not nested else "linear"},
+                      yaxis={"title": rows_attr or "", "type": "category"})
+    return figure_html(fig, 140 + 26 * max(len(row_vals), 3))
+
+
+def _cell_text(name: str, cell: tuple[int, int, int]) -> str:
+    n, hd, h = cell
+    return f"{esc(name)}: {n} crashes, {h} hosts, {hd} host-days"
+
+
+def _natural(v: Any) -> tuple:
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(v)))
+
+
+# ---------------------------------------------------------------------- bad silicon
+def bad_silicon(arc: Archive, places: list[str]) -> str:
+    """Hosts whose crashes look like corruption: bit flips, many shapes, many unrelated signatures."""
+    loc = ", ".join(f"any_value({quote(attr_column(a))})" for a in places) if places else "NULL"
+    rows = arc.query(
+        f"SELECT host, count(*) AS n, count(*) FILTER (WHERE bitflip_score >= {BITFLIP_MIN}) AS bf, "
+        "count(*) FILTER (WHERE list_contains(shape_flags, 'sp_misaligned') OR list_contains(shape_flags, 'misaligned_sp')) AS sp, "
+        "count(DISTINCT signature), count(DISTINCT (signal, fault_class)), min(ts), max(ts), "
+        f"{loc} FROM crash GROUP BY host HAVING bf >= 2 OR sp >= 2 ORDER BY bf DESC, sp DESC, n DESC LIMIT 15")
+    alerts = {h for (h,) in arc.query("SELECT DISTINCT host FROM alert WHERE kind = 'host_spike' AND host IS NOT NULL")}
+    out = []
+    for host, n, bf, sp, sigs, shapes, first, last, *where in rows:
+        out.append([host, n, bf, sp, sigs, shapes, " ".join(f"{a}={v}" for a, v in zip(places, where) if v is not None),
+                    fmt_ts(first), fmt_ts(last), "yes" if host in alerts else ""])
+    return table_html(["host", "crashes", "bit-flip", "misaligned SP", "signatures", "shapes", "where", "first", "last",
+                       "host alert"], out)
+
+
+# ---------------------------------------------------------------------- hardware telemetry
+def hardware_by_place(arc: Archive, place: str | None, p: Period) -> str:
+    """Xid, uncorrected ECC and power events per place and day (a heat map per kind present)."""
+    kinds = [k for (k,) in arc.query("SELECT DISTINCT kind FROM telemetry WHERE kind IN ('xid', 'ecc_uncorrected', "
+                                     "'power', 'pcie', 'nvlink') ORDER BY 1")]
+    if not kinds:
+        return '<p class="empty">no Xid, ECC or power events in this period</p>'
+    loc = f"coalesce({quote(attr_column(place))}, '?')" if place else "'fleet'"
+    bin_ = "day" if p.bin == "hour" else p.bin
+    parts = []
+    for kind in kinds:
+        rows = arc.query(f"SELECT date_trunc('{bin_}', ts) AS b, {loc} AS loc, sum(coalesce(count, 1))::BIGINT "
+                         "FROM telemetry WHERE kind = ? GROUP BY ALL", [kind])
+        if not rows:
+            continue
+        locs = sorted({r[1] for r in rows}, key=_natural)
+        bins = sorted({r[0] for r in rows})
+        if p.first is not None and p.last is not None:
+            bins = [b for b in _bins(Period(p.first, p.last, bin_))]
+        idx = {b: i for i, b in enumerate(bins)}
+        z = [[0] * len(bins) for _ in locs]
+        li = {v: i for i, v in enumerate(locs)}
+        for b, v, n in rows:
+            if b in idx:
+                z[li[v]][idx[b]] += n
+        fig = go.Figure(go.Heatmap(z=[[v or None for v in row] for row in z], x=bins, y=[str(v) for v in locs],
+                                   colorscale="Reds", hovertemplate="%{y} %{x}: %{z}<extra></extra>",
+                                   colorbar={"title": {"text": "events"}}))
+        fig.update_layout(title=f"{kind}: events per {bin_} by {place or 'fleet'}", yaxis={"type": "category"})
+        parts.append(figure_html(fig, 120 + min(18 * len(locs), 600)))
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------- what changed
+def what_changed(arc: Archive, history: Archive | None, p: Period) -> tuple[str, str]:
+    """New signatures (first seen in the period) and cohorts whose crash rate rose (second half vs first)."""
+    if history is not None and arc.since is not None:
+        firsts = history.query("SELECT signature, min(ts) FROM crash GROUP BY 1")
+        new = {s for s, t in firsts if t >= arc.since}
+    else:  # no earlier history asked for: "new" = absent from the first half of the period
+        new = set()
+        if p.first is not None and p.last is not None:
+            mid = p.first + (p.last - p.first) / 2
+            new = {s for (s,) in arc.query("SELECT signature FROM crash GROUP BY 1 HAVING min(ts) >= ?", [mid])}
+    rows = arc.query("SELECT signature, count(*), count(DISTINCT host), min(ts), max(ts) FROM crash GROUP BY 1 "
+                     "ORDER BY 3 DESC, 2 DESC") if new else []
+    new_rows = [[s, n, h, fmt_ts(a), fmt_ts(b)] for s, n, h, a, b in rows if s in new][:15]
+    new_html = table_html(["signature", "crashes", "hosts", "first seen", "last seen"], new_rows)
+    rose_html = '<p class="empty">period too short to compare halves</p>'
+    if p.first is not None and p.last is not None and p.last - p.first >= timedelta(days=2):
+        mid = p.first + (p.last - p.first) / 2
+        mid_day = mid.date()
+        keys = arc.attribute_keys("hostday")
+        out = []
+        for k in keys:
+            col = quote(attr_column(k))
+            q = arc.query(
+                f"SELECT {col}, sum(crashes) FILTER (WHERE day < ?), count(*) FILTER (WHERE day < ?), "
+                f"sum(crashes) FILTER (WHERE day >= ?), count(*) FILTER (WHERE day >= ?) FROM "
+                f"(SELECT host, day, {col}, sum(crashes) AS crashes FROM hostday GROUP BY ALL) GROUP BY 1",
+                [mid_day] * 4)
+            for v, c1, d1, c2, d2 in q:
+                if v is None or not d1 or not d2 or (c2 or 0) < 10:
+                    continue
+                r1, r2 = rate_per_1000(c1 or 0, d1), rate_per_1000(c2 or 0, d2)
+                rr = rate_ratio(c2 or 0, d2, c1 or 0, d1)
+                if rr.lower > 1.0:
+                    out.append((rr.rr, [f"{k}={v}", c1 or 0, f"{r1:.1f}", c2 or 0, f"{r2:.1f}", f"{rr.rr:.1f}",
+                                        _ci(rr.lower, rr.upper)]))
+        out.sort(key=lambda t: -t[0])
+        rose_html = table_html(["cohort", "crashes (1st half)", "per 1k host-days", "crashes (2nd half)",
+                                "per 1k host-days", "ratio", "95 % CI"], [r for _, r in out[:12]])
+    return new_html, rose_html
+
+
+def alerts_table(arc: Archive, limit: int = 40) -> str:
+    rows = alert_rows(arc, "state = 'firing'", [], limit=limit)
+    return table_html(["time", "kind", "entity", "severity", "score", "summary"],
+                      [[fmt_ts(a.ts), a.kind, a.entity, a.severity or "page", f"{a.score:.1f}", a.summary or ""]
+                       for a in rows], numeric_from=4)
+
+
+__all__ = [
+    "Period",
+    "alerts_table",
+    "bad_silicon",
+    "cohort_table",
+    "epidemic_curve",
+    "hardware_by_place",
+    "heat_map",
+    "period",
+    "shape_populations",
+    "signature_alerts",
+    "signature_cohorts",
+    "summary",
+    "top_signatures",
+    "what_changed",
+]
