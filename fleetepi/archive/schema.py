@@ -66,6 +66,11 @@ BASE_COLUMNS: dict[str, list[tuple[str, pa.DataType]]] = {
 }
 BASE_COLUMNS["host"] = [("ts", TS), ("host", _STR)]
 BASE_COLUMNS["alert"] = [*BASE_COLUMNS["alert"], ("key", _STR)]
+#: Kafka coordinates of the record a row came from (stream archiver only; NULL from a replay):
+#: compaction drops rows redelivered after a restart by them.
+SRC_COLUMNS = [("src_partition", _INT), ("src_offset", _INT)]
+for _name in ("crash", "telemetry", "host", "alert"):
+    BASE_COLUMNS[_name] = [*BASE_COLUMNS[_name], *SRC_COLUMNS]
 BASE_COLUMNS["hostday"] = [("host", _STR), ("events", _INT), ("crashes", _INT)]
 
 #: The archive's tables, i.e. the ``schema=`` partitions.
@@ -107,6 +112,7 @@ __all__ = [
     "JSON_FIELDS",
     "SCHEMAS",
     "SORT_KEYS",
+    "SRC_COLUMNS",
     "TS",
     "WITH_ATTRIBUTES",
     "attr_column",

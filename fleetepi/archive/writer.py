@@ -67,6 +67,7 @@ class _Batch:
     structs: dict[str, list[Event]]
     hosts: list[Host]
     alerts: list[Alert]
+    src: dict[str, tuple[list[bytes], list[int], list[int]]]  # kind -> lines, partitions, offsets
     flush: threading.Event | None = None
 
 
@@ -115,6 +116,8 @@ class ArchiveWriter:
         self._structs: dict[str, list[Event]] = {"crash": [], "telemetry": []}
         self._hosts: list[Host] = []
         self._alerts: list[Alert] = []
+        self._src: dict[str, tuple[list[bytes], list[int], list[int]]] = {
+            k: ([], [], []) for k in ("crash", "telemetry")}
         self._n = 0
 
     def add(self, event: Event, raw: bytes | None = None) -> None:
@@ -132,6 +135,22 @@ class ArchiveWriter:
 
     def add_alert(self, alert: Alert) -> None:
         self._alerts.append(alert)
+
+    def add_record(self, event: Event | Alert, raw: bytes, partition: int, offset: int) -> None:
+        """Archive one record read from Kafka, with its coordinates (compaction de-duplicates by them)."""
+        t = type(event)
+        if t is Host:
+            self._hosts.append(event)  # type: ignore[arg-type]
+        elif t is Alert:
+            self._alerts.append(event)  # type: ignore[arg-type]
+        else:
+            lines, parts, offs = self._src[_KIND[t]]
+            lines.append(raw)
+            parts.append(partition)
+            offs.append(offset)
+        self._n += 1
+        if self._n >= self.batch_events:
+            self._handoff(None)
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Write everything added so far to visible files; blocks until done."""
@@ -162,7 +181,7 @@ class ArchiveWriter:
         self._raise()
         if self._closed:
             raise ArchiveError("archive writer is closed")
-        batch = _Batch(self._raw, self._structs, self._hosts, self._alerts, flush)
+        batch = _Batch(self._raw, self._structs, self._hosts, self._alerts, self._src, flush)
         self._reset()
         if self._queue is None:
             self._work(batch)
@@ -203,6 +222,13 @@ class ArchiveWriter:
                 tables.append((name, self._events_table(name, raw, None)))
             if structs:
                 tables.append((name, self._events_table(name, None, structs)))
+            lines, parts, offs = batch.src[name]
+            if lines:
+                t = self._events_table(name, lines, None)
+                if t.num_rows == len(parts):  # (a slow-path batch that lost an undecodable line keeps no coordinates)
+                    t = t.append_column("src_partition", pa.array(parts, type=pa.int64()))
+                    t = t.append_column("src_offset", pa.array(offs, type=pa.int64()))
+                tables.append((name, t))
         if batch.alerts:
             tables.append(("alert", self._alerts_table(batch.alerts)))
         for name, table in tables:
