@@ -328,8 +328,8 @@ def signature_answer(arc: Archive, text: str, cohorts: int = 10) -> SignatureAns
 
 # ---------------------------------------------------------------------- host
 def host_answer(arc: Archive, host: str) -> HostAnswer:
-    known = arc.query("SELECT (SELECT count(*) FROM hostday WHERE host = ?) + (SELECT count(*) FROM host WHERE host = ?)",
-                      [host, host])[0][0]
+    known = any(arc.query(f"SELECT 1 FROM {t} WHERE host = ? LIMIT 1", [host])
+                for t in ("hostday", "host", "crash", "telemetry"))
     if not known:
         like = arc.query("SELECT DISTINCT host FROM hostday WHERE contains(host, ?) ORDER BY 1 LIMIT 8", [host])
         hint = f"; hosts containing it: {', '.join(h for (h,) in like)}" if like else ""
