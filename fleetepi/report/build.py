@@ -99,6 +99,8 @@ def build_report(root: str | Path, out: str | Path, opts: ReportOptions,
         body.append(_section("what-changed", "What changed in the period",
                              f"<div class='grid'><div><h3>New signatures</h3>{new_html}</div>"
                              f"<div><h3>Cohorts whose crash rate rose (2nd half vs 1st half)</h3>{rose_html}</div></div>"))
+        tick("two populations")
+        body.append(_section("founding", "One signature, two populations", S.two_populations_html(arc)))
         tick("alerts")
         body.append(_section("alerts", "Alerts that fired", S.alerts_table(arc)))
         tops = S.top_signatures(arc, opts.top)
@@ -159,7 +161,7 @@ def _page(opts: ReportOptions, summ: dict, body: list[str], skipped: list, by: s
 <script type="text/javascript">{plotly_js}</script>
 </head><body>
 <header><h1>{S.esc(opts.title)}</h1><p>events {span} · generated {generated} · {places}</p>
-<nav><a href="#what-changed">what changed</a><a href="#alerts">alerts</a><a href="#sig1">signatures</a>
+<nav><a href="#what-changed">what changed</a><a href="#founding">two populations</a><a href="#alerts">alerts</a><a href="#sig1">signatures</a>
 <a href="#heat">heat map</a><a href="#silicon">bad silicon</a><a href="#hardware">hardware</a></nav></header>
 <main><section id="summary"><div class="kpis">{kpi_html}</div>{warn}</section>
 {"".join(body)}

@@ -22,7 +22,7 @@ from fleetepi.archive.queries import BITFLIP_MIN, CohortRow, alert_rows, cohort_
 from fleetepi.archive.reader import Archive, quote
 from fleetepi.archive.schema import attr_column
 
-_CONFIG = {"displaylogo": False, "responsive": True}
+_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": False}
 _LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "font": {"size": 12}}
 _MAX_STACK = 10  # location values drawn; the rest is "other"
 
@@ -43,14 +43,18 @@ def esc(v: Any) -> str:
     return html.escape("" if v is None else str(v))
 
 
-def table_html(headers: list[str], rows: list[list[Any]], cls: str = "", numeric_from: int = 1) -> str:
+def table_html(headers: list[str], rows: list[list[Any]], cls: str = "", numeric_from: int = 1,
+               numeric_to: int | None = None) -> str:
     if not rows:
         return '<p class="empty">nothing in this period</p>'
-    head = "".join(f'<th class="{"num" if i >= numeric_from else ""}">{esc(h)}</th>' for i, h in enumerate(headers))
+
+    def kind(i: int) -> str:
+        return "num" if i >= numeric_from and (numeric_to is None or i < numeric_to) else ""
+
+    head = "".join(f'<th class="{kind(i)}">{esc(h)}</th>' for i, h in enumerate(headers))
     body = []
     for r in rows:
-        cells = "".join(f'<td class="{"num" if i >= numeric_from else ""}">{c if isinstance(c, _Raw) else esc(c)}</td>'
-                        for i, c in enumerate(r))
+        cells = "".join(f'<td class="{kind(i)}">{c if isinstance(c, _Raw) else esc(c)}</td>' for i, c in enumerate(r))
         body.append(f"<tr>{cells}</tr>")
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -104,12 +108,19 @@ def summary(arc: Archive, p: Period) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- top signatures
 def top_signatures(arc: Archive, n: int) -> list[tuple[str, int, int, int]]:
-    """Signatures that raised alerts first (most alerts), then the most hosts hit: (sig, cases, hosts, alerts)."""
+    """Signatures that raised alerts first, then those with the most incidents: (sig, cases, hosts, alerts).
+
+    An incident is a distinct job (a host where the crash names none): one
+    job's ranks aborting together on 250 hosts is one incident, not 250,
+    so background job bursts do not crowd out the signatures that matter.
+    """
     rows = arc.query(
         "WITH a AS (SELECT signature, count(*) AS alerts FROM alert WHERE signature IS NOT NULL AND state = 'firing' "
-        "GROUP BY 1), c AS (SELECT signature, count(*) AS cases, count(DISTINCT host) AS hosts FROM crash GROUP BY 1) "
+        "GROUP BY 1), c AS (SELECT signature, count(*) AS cases, count(DISTINCT host) AS hosts, "
+        "count(DISTINCT coalesce(job, 'host:' || host)) AS incidents FROM crash GROUP BY 1) "
         "SELECT c.signature, c.cases, c.hosts, coalesce(a.alerts, 0) FROM c LEFT JOIN a USING (signature) "
-        f"ORDER BY coalesce(a.alerts, 0) > 0 DESC, c.hosts DESC, c.cases DESC LIMIT {int(n)}")
+        f"ORDER BY coalesce(a.alerts, 0) > 0 DESC, coalesce(a.alerts, 0) DESC, c.incidents DESC, c.cases DESC "
+        f"LIMIT {int(n)}")
     return [(s, c, h, a) for s, c, h, a in rows]
 
 
@@ -133,11 +144,45 @@ def epidemic_curve(arc: Archive, sig: str, by: str | None, p: Period) -> str:
     return figure_html(fig, 300)
 
 
+_SHAPE_SQL = ("coalesce(signal, '?') || ' / ' || coalesce(fault_class, '?') || "
+              "coalesce(' / ' || nullif(array_to_string(list_sort(shape_flags), ','), ''), '')")
+
+
+def two_populations(arc: Archive, limit: int = 8) -> list[tuple[str, str, str, int, int, str, int, int]]:
+    """Signatures that are two populations: one shape on a single host with bit flips, another on many hosts.
+
+    The founding case: a libunwind race (one shape, many hosts) and a
+    miscomputing CPU (odd, bit-flipped shapes, one host) under one signature.
+    Rows: (signature, odd shape, its host, its crashes, its bit-flip crashes, main shape, its hosts, its crashes).
+    """
+    rows = arc.query(
+        f"WITH s AS (SELECT signature, {_SHAPE_SQL} AS shape, host, count(*) AS n, "
+        f"count(*) FILTER (WHERE bitflip_score >= {BITFLIP_MIN}) AS bf FROM crash GROUP BY ALL), "
+        "sh AS (SELECT signature, shape, count(*) AS hosts, sum(n)::BIGINT AS n, sum(bf)::BIGINT AS bf, "
+        "arg_max(host, n) AS top FROM s GROUP BY ALL) "
+        "SELECT a.signature, a.shape, a.top, a.n, a.bf, b.shape, b.hosts, b.n FROM sh a JOIN sh b USING (signature) "
+        "WHERE a.hosts = 1 AND a.bf > 0 AND b.hosts >= 5 AND a.shape <> b.shape "
+        f"ORDER BY b.hosts DESC, a.n DESC LIMIT {int(limit)}")
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def two_populations_html(arc: Archive) -> str:
+    rows = two_populations(arc)
+    if not rows:
+        return '<p class="empty">no signature has a bit-flipped shape on one host beside a shape on many</p>'
+    table = table_html(["signature", "odd shape", "on host", "crashes", "bit-flip", "main shape", "on hosts", "crashes"],
+                       [list(r) for r in rows], numeric_from=3, numeric_to=5)
+    first = rows[0][0]
+    return (f"<p>A crash signature names where a process died, not why. When one of its shapes lives on a single "
+            f"host with bit-flipped pointers while another shape is spread over many hosts, the signature is two "
+            f"problems: bad silicon on that host, and a software bug everywhere. Largest case: "
+            f"<span class='sig'>{esc(first)}</span></p>" + shape_populations(arc, first) + table)
+
+
 def shape_populations(arc: Archive, sig: str) -> str:
     """One bar per crash shape, split by host: a shape living on one host is one long single-colour bar."""
     rows = arc.query(
-        "SELECT coalesce(signal, '?') || ' / ' || coalesce(fault_class, '?') || "
-        "coalesce(' / ' || nullif(array_to_string(list_sort(shape_flags), ','), ''), '') AS shape, host, count(*) AS n, "
+        f"SELECT {_SHAPE_SQL} AS shape, host, count(*) AS n, "
         f"count(*) FILTER (WHERE bitflip_score >= {BITFLIP_MIN}) FROM crash WHERE signature = ? GROUP BY ALL", [sig])
     per: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
     for shape, host, n, bf in rows:
@@ -151,23 +196,27 @@ def shape_populations(arc: Archive, sig: str) -> str:
         hosts = sorted(per[shape], key=lambda t: -t[1])
         total = sum(n for _, n, _ in hosts)
         bf = sum(b for _, _, b in hosts)
-        labels.append(f"{shape}<br><sub>{total} crashes on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+        labels.append(f"{shape}<br><sub>{total} crash{'es' if total != 1 else ''} on {len(hosts)} "
+                      f"host{'s' if len(hosts) != 1 else ''}"
                       + (f", {bf} bit-flip" if bf else "") + "</sub>")
     for rank in range(max_rank + 1):
-        xs, texts, names = [], [], []
+        xs, texts, names, where = [], [], [], []
         for shape in shapes:
             hosts = sorted(per[shape], key=lambda t: -t[1])
             if rank < max_rank:
                 h = hosts[rank] if rank < len(hosts) else None
                 xs.append(h[1] if h else 0)
                 names.append(h[0] if h else "")
-                texts.append(h[0] if h and h[1] >= 0.15 * sum(n for _, n, _ in hosts) else "")
+                alone = h is not None and len(hosts) == 1  # a shape on one host: name it beside the bar
+                texts.append(h[0] if alone or (h and h[1] >= 0.15 * sum(n for _, n, _ in hosts)) else "")
+                where.append("outside" if alone else "inside")
             else:
                 rest = hosts[max_rank:]
                 xs.append(sum(n for _, n, _ in rest))
                 names.append(f"{len(rest)} other hosts" if rest else "")
                 texts.append(f"+{len(rest)} hosts" if rest else "")
-        fig.add_bar(y=labels, x=xs, orientation="h", text=texts, textposition="inside", customdata=names,
+                where.append("inside")
+        fig.add_bar(y=labels, x=xs, orientation="h", text=texts, textposition=where, customdata=names,
                     hovertemplate="%{customdata}: %{x} crashes<extra></extra>", showlegend=False,
                     marker={"color": palette[rank] if rank < max_rank else "#d9d9d9",
                             "line": {"color": "white", "width": 1}})
@@ -205,6 +254,7 @@ def heat_map(arc: Archive, rows_attr: str | None, cols_attr: str | None, nested:
                      "FROM hostday GROUP BY ALL")
     cells = {(rv, cv): (n, hd, h) for rv, cv, n, hd, h in rows if cv is not None}
     row_vals = sorted({rv for rv, _ in cells}, key=_natural)
+    labels: list[list[str]] = []
     if nested:  # cols nest in rows: lay each row's own columns out by position
         per_row = {rv: sorted({cv for r2, cv in cells if r2 == rv}, key=_natural) for rv in row_vals}
         width = max((len(v) for v in per_row.values()), default=0)
@@ -214,15 +264,18 @@ def heat_map(arc: Archive, rows_attr: str | None, cols_attr: str | None, nested:
             cols = per_row[rv]
             z.append([rate_per_1000(*cells[(rv, cols[i])][:2]) if i < len(cols) else None for i in range(width)])
             text.append([_cell_text(cols[i], cells[(rv, cols[i])]) if i < len(cols) else "" for i in range(width)])
+            labels.append([str(cols[i]) if i < len(cols) else "" for i in range(width)])
         xtitle = f"{cols_attr} (by position within {rows_attr})"
     else:
         col_vals = sorted({cv for _, cv in cells}, key=_natural)
         x = col_vals
         z = [[rate_per_1000(*cells[(rv, cv)][:2]) if (rv, cv) in cells else None for cv in col_vals] for rv in row_vals]
+        labels = [["" for _ in col_vals] for _ in row_vals]
         text = [[_cell_text(cv, cells[(rv, cv)]) if (rv, cv) in cells else "" for cv in col_vals] for rv in row_vals]
         xtitle = cols_attr
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=[str(v) for v in row_vals], text=text, colorscale="YlOrRd",
-                               hovertemplate="%{text}<br>%{z:.1f} crashes per 1k host-days<extra></extra>",
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=[str(v) for v in row_vals], customdata=text, text=labels,
+                               texttemplate="%{text}", colorscale="YlOrRd",
+                               hovertemplate="%{customdata}<br>%{z:.1f} crashes per 1k host-days<extra></extra>",
                                colorbar={"title": {"text": "per 1k<br>host-days"}}, xgap=1, ygap=1))
     fig.update_layout(title=f"crash incidence per 1,000 host-days by {rows_attr or 'fleet'} × {cols_attr}",
                       xaxis={"title": xtitle, "type": "category" if not nested else "linear"},
@@ -256,7 +309,7 @@ def bad_silicon(arc: Archive, places: list[str]) -> str:
         out.append([host, n, bf, sp, sigs, shapes, " ".join(f"{a}={v}" for a, v in zip(places, where) if v is not None),
                     fmt_ts(first), fmt_ts(last), "yes" if host in alerts else ""])
     return table_html(["host", "crashes", "bit-flip", "misaligned SP", "signatures", "shapes", "where", "first", "last",
-                       "host alert"], out)
+                       "host alert"], out, numeric_to=6)
 
 
 # ---------------------------------------------------------------------- hardware telemetry
@@ -338,7 +391,7 @@ def alerts_table(arc: Archive, limit: int = 40) -> str:
     rows = alert_rows(arc, "state = 'firing'", [], limit=limit)
     return table_html(["time", "kind", "entity", "severity", "score", "summary"],
                       [[fmt_ts(a.ts), a.kind, a.entity, a.severity or "page", f"{a.score:.1f}", a.summary or ""]
-                       for a in rows], numeric_from=4)
+                       for a in rows], numeric_from=4, numeric_to=5)
 
 
 __all__ = [
@@ -355,5 +408,7 @@ __all__ = [
     "signature_cohorts",
     "summary",
     "top_signatures",
+    "two_populations",
+    "two_populations_html",
     "what_changed",
 ]
