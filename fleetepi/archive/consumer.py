@@ -113,7 +113,7 @@ class StreamArchiver:
             await reader.seek_to_beginning(*tps)
             end = await reader.end_offsets(tps)
             history = self.writer.history
-            while any(await reader.position(tp) < end[tp] for tp in tps):
+            while any([await reader.position(tp) < end[tp] for tp in tps]):
                 batches = await reader.getmany(timeout_ms=500, max_records=20_000)
                 for records in batches.values():
                     for rec in records:
@@ -203,7 +203,7 @@ class StreamArchiver:
         if not tps:
             return 0
         end = await c.end_offsets(tps)
-        return sum(max(end[tp] - await c.position(tp), 0) for tp in tps)
+        return sum([max(end[tp] - await c.position(tp), 0) for tp in tps])
 
 
 __all__ = ["ArchiverStats", "StreamArchiver", "bootstrap_of"]
