@@ -13,7 +13,9 @@ written by the stream archiver), rows redelivered after a restart are
 dropped here, so the stream's at-least-once becomes exactly-once once a
 day is compacted.
 
-Retention removes whole days, oldest first, across every table: by age
+Retention removes whole days, oldest first, across every table but the
+inventory (``host``: a few KB a day, and the population at risk of every
+later day, so it is kept): by age
 (days older than ``max_age_days`` before the newest day) and by size
 (until the archive is under ``max_bytes``). A day folder is renamed out of
 the tree before it is deleted, so a reader never sees half a day.
@@ -38,7 +40,6 @@ from fleetepi.archive.layout import (
     CORRUPT_DIR,
     MARKER_PREFIX,
     TMP_SUFFIX,
-    archive_days,
     days_of,
     maintenance_lock,
     new_part_name,
@@ -170,9 +171,11 @@ def compact(root: str | Path, *, min_files: int = 2, skip_days: set[str] | None 
 
 
 def archive_bytes(root: Path) -> dict[str, int]:
-    """Bytes per day over every table."""
+    """Bytes per day over every table retention removes (all but the inventory)."""
     sizes: dict[str, int] = {}
     for schema in SCHEMAS:
+        if schema == "host":
+            continue
         for day in days_of(root, schema):
             sizes[day] = sizes.get(day, 0) + sum(f.size for f in partition_files(root, schema, day))
     return sizes
@@ -191,17 +194,18 @@ def retain(root: str | Path, *, max_age_days: float | None = None, max_bytes: in
         if not held:
             report.locked = True
             return report
-        days = archive_days(root)
+        sizes = archive_bytes(root)
+        days = sorted(sizes)  # days with removable data (the inventory's own days are kept)
         if not days:
             return report
-        sizes = archive_bytes(root)
         newest = today or date.fromisoformat(days[-1])
         drop: list[str] = []
         if max_age_days is not None:
             cutoff = (newest - timedelta(days=max_age_days)).isoformat()
             drop = [d for d in days if d < cutoff]
         if max_bytes is not None:
-            total = sum(sizes.values()) - sum(sizes.get(d, 0) for d in drop)
+            kept = sum(f.size for d in days_of(root, "host") for f in partition_files(root, "host", d))
+            total = kept + sum(sizes.values()) - sum(sizes.get(d, 0) for d in drop)
             for d in days:
                 if total <= max_bytes:
                     break
@@ -217,6 +221,8 @@ def retain(root: str | Path, *, max_age_days: float | None = None, max_bytes: in
 
 def _remove_day(root: Path, day: str) -> None:
     for schema in SCHEMAS:
+        if schema == "host":
+            continue  # the inventory (KB a day) stays: it is the population at risk of every later day
         folder = partition_dir(root, schema, day)
         if not folder.exists():
             continue

@@ -181,14 +181,64 @@ def _attr_cols(arc: Archive, table: str) -> list[str]:
     return [attr_column(k) for k in arc.attribute_keys(table)]
 
 
+def period_bounds(arc: Archive) -> tuple[datetime | None, datetime | None]:
+    """Start and end of the period: ``--since``/``--until``, else the first and last event (cached)."""
+    cached = getattr(arc, "_bounds", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    lo, hi = arc.query("SELECT min(ts), max(ts) FROM (SELECT ts FROM crash UNION ALL SELECT ts FROM telemetry "
+                       "UNION ALL SELECT ts FROM host)")[0]
+    bounds = (arc.since or (_utc(lo) if lo is not None else None), arc.until or (_utc(hi) if hi is not None else None))
+    arc._bounds = bounds  # type: ignore[attr-defined]
+    return bounds
+
+
+def exposure_sql(arc: Archive) -> str | None:
+    """SQL of the population at risk: one row per host and announcement interval within the period.
+
+    Columns ``host``, ``days`` (the interval's length inside the period) and
+    the ``attr.*`` columns in force. From the inventory, not from activity:
+    a host that sends nothing but its failures (Titan's nodes) is at risk
+    every day it is in the fleet. None when the archive has no announcements.
+    """
+    lo, hi = period_bounds(arc)
+    if lo is None or hi is None or not arc.query("SELECT 1 FROM host_all LIMIT 1"):
+        return None
+    cols = _attr_cols(arc, "host")
+    sel = "".join(f", {quote(c)}" for c in cols)
+    p0, p1 = f"TIMESTAMPTZ '{lo.isoformat()}'", f"TIMESTAMPTZ '{hi.isoformat()}'"
+    return (f"(SELECT host{sel}, (epoch_ms(least(coalesce(nx, {p1}), {p1})) - epoch_ms(greatest(ts, {p0}))) / 86400000.0 "
+            f"AS days FROM (SELECT *, lead(ts) OVER (PARTITION BY host ORDER BY ts) AS nx FROM host_all) "
+            f"WHERE coalesce(nx, {p1}) > {p0} AND ts < {p1} AND coalesce(nx, {p1}) > ts)")
+
+
 def denominators(arc: Archive) -> tuple[dict[tuple[str, str], tuple[int, int]], dict[str, tuple[int, int]], int, int]:
-    """Hosts and host-days per (attribute, value); per attribute; and the fleet's totals (cached per archive)."""
+    """Hosts and host-days per (attribute, value); per attribute; and the fleet's totals (cached per archive).
+
+    From the inventory's intervals (:func:`exposure_sql`) when the archive has
+    announcements, else from the hosts seen active each day (``hostday``).
+    """
     cached = getattr(arc, "_denominators", None)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    cols = _attr_cols(arc, "hostday")
     per_value: dict[tuple[str, str], tuple[int, int]] = {}
     per_attr: dict[str, tuple[int, int]] = {}
+    exp = exposure_sql(arc)
+    if exp is not None:
+        cols = _attr_cols(arc, "host")
+        hosts, host_days = arc.query(f"SELECT count(DISTINCT host), round(sum(days)) FROM {exp}")[0]
+        if cols:
+            sel = ", ".join(quote(c) for c in cols)
+            unp = f"(UNPIVOT (SELECT host, days, {sel} FROM {exp}) ON COLUMNS({_ATTR_RE}) INTO NAME attr VALUE val)"
+            for attr, val, h, hd in arc.query(f"SELECT attr, val, count(DISTINCT host), round(sum(days)) FROM {unp} "
+                                              "GROUP BY attr, val"):
+                per_value[(attr[len(ATTR_PREFIX):], val)] = (h, int(hd))
+            for attr, h, hd in arc.query(f"SELECT attr, count(DISTINCT host), round(sum(days)) FROM {unp} GROUP BY attr"):
+                per_attr[attr[len(ATTR_PREFIX):]] = (h, int(hd))
+        result = (per_value, per_attr, hosts or 0, int(host_days or 0))
+        arc._denominators = result  # type: ignore[attr-defined]
+        return result
+    cols = _attr_cols(arc, "hostday")
     total = arc.query("SELECT count(DISTINCT host), count(*) FROM (SELECT DISTINCT host, day FROM hostday)")
     hosts, host_days = total[0] if total else (0, 0)
     if cols:
@@ -421,6 +471,8 @@ __all__ = [
     "cohort_answer",
     "cohort_rows",
     "denominators",
+    "exposure_sql",
+    "period_bounds",
     "host_answer",
     "pick_bin",
     "resolve_signature",

@@ -1,7 +1,9 @@
 """``Archive``: an archive folder as DuckDB views, tolerant of damaged files and older formats.
 
 Every query of ``investigate`` and ``report`` goes through these views:
-``crash``, ``telemetry``, ``host``, ``alert`` and ``hostday``, each with
+``crash``, ``telemetry``, ``host``, ``alert`` and ``hostday`` (plus
+``host_all``: every announcement up to ``--until``, also those before
+``--since``, from which the population at risk is computed), each with
 the columns of :data:`fleetepi.archive.schema.BASE_COLUMNS` (a column an
 older writer did not write reads as NULL), the ``attr.*`` columns any file
 has, and ``day`` (a DATE, from the partition folder). ``--since/--until``
@@ -139,7 +141,9 @@ class Archive:
         since_day, until_day = to_day(self.since), to_day(self.until)
         for schema in SCHEMAS:
             files = []
-            for f in list_files(self.root, schema, since_day, until_day):
+            # the inventory is needed from before --since: the announcements in force when the period starts
+            first_day = None if schema == "host" else since_day
+            for f in list_files(self.root, schema, first_day, until_day):
                 if str(f.path) in self._bad:
                     continue
                 why = _ends_ok(f.path, f.size)
@@ -173,6 +177,12 @@ class Archive:
             if self.until is not None:
                 where.append(f"ts < TIMESTAMPTZ '{self.until.astimezone(UTC).isoformat()}'")
         src = raw if files else "(SELECT 1 AS _none WHERE false)"
+        if schema == "host":  # host_all: every announcement up to --until; host: those within the period
+            until = [w for w in where if w.startswith("ts <")]
+            self.con.execute(f"CREATE OR REPLACE VIEW host_all AS SELECT {', '.join(exprs)} FROM {src}"
+                             + (" WHERE " + " AND ".join(until) if until else ""))
+            src = "host_all"
+            exprs = ["*"]
         sql = f"CREATE OR REPLACE VIEW {schema} AS SELECT {', '.join(exprs)} FROM {src}"
         if where:
             sql += " WHERE " + " AND ".join(where)

@@ -124,7 +124,7 @@ def build_report(root: str | Path, out: str | Path, opts: ReportOptions,
         body.append(_section("hardware", f"Xid, ECC and power events by {fine or 'fleet'} over time",
                              S.hardware_by_place(arc, fine, p)))
         tick("writing")
-        skipped = [s for s in arc.skipped] + ([s for s in history.skipped] if history else [])
+        skipped = list(arc.skipped) + (list(history.skipped) if history else [])
         page = _page(opts, summ, body, skipped, by, (heat_rows, heat_cols), plotly.offline.get_plotlyjs())
         out = Path(out)
         tmp = out.with_name(f".{out.name}.tmp")

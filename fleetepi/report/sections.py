@@ -238,7 +238,7 @@ def signature_cohorts(arc: Archive, sig: str) -> list[CohortRow]:
 
 
 def signature_alerts(arc: Archive, sig: str) -> str:
-    rows = [a for a in alert_rows(arc, "signature = ? AND state = 'firing'", [sig], limit=10)]
+    rows = list(alert_rows(arc, "signature = ? AND state = 'firing'", [sig], limit=10))
     return table_html(["time", "kind", "entity", "score"],
                       [[fmt_ts(a.ts), a.kind, a.entity, f"{a.score:.1f}"] for a in rows], numeric_from=3)
 
@@ -330,7 +330,7 @@ def hardware_by_place(arc: Archive, place: str | None, p: Period) -> str:
         locs = sorted({r[1] for r in rows}, key=_natural)
         bins = sorted({r[0] for r in rows})
         if p.first is not None and p.last is not None:
-            bins = [b for b in _bins(Period(p.first, p.last, bin_))]
+            bins = list(_bins(Period(p.first, p.last, bin_)))
         idx = {b: i for i, b in enumerate(bins)}
         z = [[0] * len(bins) for _ in locs]
         li = {v: i for i, v in enumerate(locs)}

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleetepi.archive import ArchiveFormatError
-from fleetepi.archive.layout import META_FILE, MARKER_PREFIX, partition_files
+from fleetepi.archive.layout import MARKER_PREFIX, META_FILE, partition_files
 from fleetepi.archive.maintenance import compact, retain
 from fleetepi.archive.queries import signature_answer
 from fleetepi.archive.reader import Archive, _reads_ok

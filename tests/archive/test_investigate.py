@@ -20,7 +20,7 @@ from fleetepi.investigate import parse_when
 from .conftest import FLEETEPI, FleetArchive, crash_line, host_line
 
 
-def _truth(fa: FleetArchive, template: str):  # noqa: ANN202
+def _truth(fa: FleetArchive, template: str):
     return next(o for o in fa.truth if o.template == template)
 
 
