@@ -198,9 +198,6 @@ class Archive:
         """Run SQL over the views; on a damaged file, skip it (with a warning) and run again."""
         return self._run(lambda: self.con.execute(sql, params or []).fetchall())
 
-    def arrow(self, sql: str, params: list[Any] | None = None) -> pa.Table:
-        return self._run(lambda: self.con.execute(sql, params or []).fetch_arrow_table())
-
     def _run(self, fn: Any) -> Any:
         try:
             return fn()

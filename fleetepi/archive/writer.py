@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import queue
+import tempfile
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import msgspec
 import numpy as np
 import pyarrow as pa
@@ -40,7 +43,8 @@ import pyarrow.parquet as pq
 from fleetepi.archive.exceptions import ArchiveError
 from fleetepi.archive.history import AttributeHistory
 from fleetepi.archive.layout import ensure_meta, new_part_name, partition_dir, publish, tmp_path_for
-from fleetepi.archive.schema import BASE_COLUMNS, FORMAT_VERSION, SORT_KEYS, TS, json_schema
+from fleetepi.archive.reader import duck_type
+from fleetepi.archive.schema import BASE_COLUMNS, FORMAT_VERSION, JSON_FIELDS, TS, json_schema
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry, decode_event
 from fleetepi.exceptions import InvalidMessage
 
@@ -102,6 +106,7 @@ class ArchiveWriter:
         self._hostday: dict[int, dict[tuple[str, int], list[int]]] = defaultdict(dict)
         self._max_day = -1
         self._error: BaseException | None = None
+        self._duck: duckdb.DuckDBPyConnection | None = None
         self._closed = False
         self._queue: queue.Queue[_Batch | None] | None = None
         self._thread: threading.Thread | None = None
@@ -249,8 +254,8 @@ class ArchiveWriter:
         table = None
         if raw is not None:
             try:
-                table = _read_json(name, b"\n".join(raw), max(map(len, raw)))
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                table = self._parse_lines(name, raw)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, duckdb.Error) as exc:
                 log.warning("archive: Arrow refused a %s batch (%s); converting it from decoded events", name, exc)
                 self.stats.slow_batches += 1
                 structs = _decode_all(raw)
@@ -268,6 +273,27 @@ class ArchiveWriter:
         for col, arr in self.history.columns(sids).items():
             table = table.append_column(col, arr)
         return table.append_column("_sid", pa.array(sids))
+
+    def _parse_lines(self, name: str, raw: list[bytes]) -> pa.Table:
+        """The batch's JSON lines as columns: DuckDB's JSON reader, one thread (~1.2 µs a line of CPU, half of
+        Arrow's), reading a spill file in the temp folder; Arrow's reader if DuckDB refuses the batch."""
+        if self._duck is None:
+            self._duck = duckdb.connect()
+            self._duck.execute("SET threads = 1")
+            self._duck.execute("SET TimeZone = 'UTC'")
+        fd, spill = tempfile.mkstemp(prefix="fleetepi-archive-", suffix=".jsonl")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(b"\n".join(raw))
+            try:
+                table = self._duck.sql(f"SELECT * FROM read_json('{spill}', format = 'newline_delimited', "
+                                       f"columns = {_DUCK_COLUMNS[name]}, maximum_object_size = 67108864)"
+                                       ).to_arrow_table()
+                return _fix_ts(table)
+            except duckdb.Error:
+                return _read_json(name, b"\n".join(raw), max(map(len, raw)))
+        finally:
+            os.unlink(spill)
 
     def _alerts_table(self, alerts: list[Alert]) -> pa.Table:
         rows = [msgspec.to_builtins(a) for a in alerts]
@@ -298,11 +324,14 @@ class ArchiveWriter:
         enc = pc.dictionary_encode(table.column("host")).combine_chunks()
         names = enc.dictionary.to_pylist()
         hidx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        sid = table.column("_sid").to_numpy()
-        key = np.stack([day, hidx, sid], axis=1)
-        uniq, counts = np.unique(key, axis=0, return_counts=True)
+        sid = table.column("_sid").to_numpy() + 1  # -1 (never announced) -> 0
+        d0 = int(day.min())
+        # one int64 key per row (day offset | host | attribute set): a 1-D unique, not a slow row-wise one
+        key = ((day - d0).astype(np.int64) << 42) | (hidx << 21) | sid.astype(np.int64)
+        uniq, counts = np.unique(key, return_counts=True)
         crash = 1 if name == "crash" else 0
-        for (d, h, s), n in zip(uniq.tolist(), counts.tolist()):
+        rows = zip(((uniq >> 42) + d0).tolist(), ((uniq >> 21) & 0x1FFFFF).tolist(), ((uniq & 0x1FFFFF) - 1).tolist())
+        for (d, h, s), n in zip(rows, counts.tolist()):
             slot = self._hostday[d].get((names[h], s))
             if slot is None:
                 self._hostday[d][(names[h], s)] = [n, n * crash]
@@ -336,9 +365,8 @@ class ArchiveWriter:
     def _write(self, name: str, day_index: int, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        sort = [k for k in SORT_KEYS[name] if k[0] in table.column_names]
-        if sort:
-            table = table.take(pc.sort_indices(table, sort_keys=sort))
+        # rows stay in arrival order (a replay's is event time): sorting would copy every column of the
+        # hot path; compaction sorts (SORT_KEYS) when it rewrites the day anyway
         table = _canonical(name, table)
         day = str(np.datetime64(day_index, "D"))
         folder = partition_dir(self.root, name, day)
@@ -360,6 +388,13 @@ class ArchiveWriter:
 
 
 # ---------------------------------------------------------------------- conversions
+#: DuckDB ``columns = {...}`` of each JSON table (``ts`` as text, converted like Arrow's).
+_DUCK_COLUMNS = {
+    name: "{" + ", ".join(f"'{f}': '{duck_type(t) if f != 'ts' else 'VARCHAR'}'" for f, t in JSON_FIELDS[name]) + "}"
+    for name in ("crash", "telemetry")
+}
+
+
 def _read_json(name: str, buf: bytes, longest: int | None) -> pa.Table:
     block = max(8 << 20, 2 * (longest or 0) + 1024)
     table = pj.read_json(io.BytesIO(buf), read_options=pj.ReadOptions(block_size=block),
