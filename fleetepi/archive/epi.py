@@ -1,13 +1,17 @@
-"""The arithmetic of a cohort table: relative risk with its confidence interval, pure functions.
+"""The arithmetic of a cohort table: rate ratios and risk ratios with their confidence intervals, pure functions.
 
-A cohort's risk is the share of its hosts that had the crash (each host
-counts once, so one sick host cannot make its rack look guilty on its own):
-``RR = (a / n1) / (c / n2)`` with ``a`` of the cohort's ``n1`` hosts
-affected and ``c`` of the other ``n2``. The 95 % interval is Katz's, on the
-log scale; a zero cell gets the Haldane-Anscombe 0.5 so that a cohort
-holding every case still gets a finite, wide interval instead of infinity.
-The incidence rate (cases per 1,000 host-days observed) is reported beside
-it, because "how often" is what an operator plans with.
+The cohort tables compare *rates*: host-days on which a host had a case,
+per host-day at risk, inside the cohort and outside it
+(:func:`rate_ratio`, a log-normal 95 % interval). Host-days, because
+attributes change over time (a node that held an old GPU and then a new
+one was at risk in each cohort for its own days), and case host-days
+rather than cases, so that one host crashing fifty times an hour does not
+make its rack look guilty by itself. :func:`risk_ratio` (hosts hit out of
+hosts, Katz's interval) is kept for comparisons of fixed host sets. A zero
+count gets the usual 0.5 so that a cohort holding every case gets a
+finite, wide interval instead of infinity. The incidence rate (cases per
+1,000 host-days) is reported beside it, because "how often" is what an
+operator plans with.
 """
 
 from __future__ import annotations

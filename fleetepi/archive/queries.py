@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fleetepi.archive.epi import rate_per_1000, risk_ratio
+from fleetepi.archive.epi import rate_per_1000, rate_ratio
 from fleetepi.archive.exceptions import NoMatch
 from fleetepi.archive.reader import Archive, quote
 from fleetepi.archive.schema import ATTR_PREFIX, attr_column
@@ -260,28 +260,37 @@ def denominators(arc: Archive) -> tuple[dict[tuple[str, str], tuple[int, int]], 
 
 def cohort_rows(arc: Archive, table: str, where: str, params: list[Any], *, min_hosts: int = 2,
                 over_only: bool = True) -> list[CohortRow]:
-    """Every (attribute, value) the matching rows fall in, with relative risk against the rest of the fleet."""
+    """Every (attribute, value) the matching rows fall in, with its relative risk against the rest of the fleet.
+
+    The risk is the rate of *case host-days* (days on which a host had at
+    least one matching event) per host-day at risk in the cohort, against
+    the same rate in the hosts-days outside it (:func:`fleetepi.archive.epi.rate_ratio`).
+    Counting a host once a day keeps one host that crashes fifty times an hour
+    from making its rack look guilty by itself, and rates per host-day stay
+    right when attributes change over time (a node that held an old GPU, then
+    a new one, is at risk in each cohort for the days it was in it).
+    """
     cols = _attr_cols(arc, table)
     per_value, per_attr, _, _ = denominators(arc)
     if not cols or not per_value:
         return []
-    total = arc.query(f"SELECT count(DISTINCT host) FROM {table} WHERE {where}", params)[0][0] or 0
     sel = ", ".join(quote(c) for c in cols)
-    rows = arc.query(
-        f"SELECT attr, val, count(*), count(DISTINCT host) FROM (UNPIVOT (SELECT host, {sel} FROM {table} "
-        f"WHERE {where}) ON COLUMNS({_ATTR_RE}) INTO NAME attr VALUE val) GROUP BY attr, val", params)
+    unp = (f"(UNPIVOT (SELECT host, day, {sel} FROM {table} WHERE {where}) ON COLUMNS({_ATTR_RE}) "
+           "INTO NAME attr VALUE val)")
+    rows = arc.query(f"SELECT attr, val, count(*), count(DISTINCT host), count(DISTINCT (host, day)) FROM {unp} "
+                     "GROUP BY attr, val", params)
+    totals = dict(arc.query(f"SELECT attr, count(DISTINCT (host, day)) FROM {unp} GROUP BY attr", params))
     out = []
-    for attr, val, cases, affected in rows:
+    for attr, val, cases, affected, case_days in rows:
         key = attr[len(ATTR_PREFIX):]
         hosts, host_days = per_value.get((key, val), (0, 0))
-        fleet_hosts = per_attr.get(key, (0, 0))[0]
+        fleet_days = per_attr.get(key, (0, 0))[1]
         if hosts < min_hosts:
             continue
-        a, n1 = min(affected, hosts), hosts
-        c, n2 = max(total - a, 0), fleet_hosts - hosts
-        if n2 <= 0:
-            continue  # the whole fleet: no comparison
-        r = risk_ratio(a, n1, min(c, n2), n2)
+        rest_days = fleet_days - host_days
+        if rest_days <= 0 or host_days <= 0:
+            continue  # the whole fleet all the time: nothing to compare with
+        r = rate_ratio(case_days, host_days, max(totals.get(attr, 0) - case_days, 0), rest_days)
         out.append(CohortRow(key, val, cases, affected, hosts, host_days, rate_per_1000(cases, host_days),
                              r.rr, r.lower, r.upper))
     if over_only:
@@ -428,17 +437,18 @@ def cohort_answer(arc: Archive, attribute: str, value: str, signatures: int = 10
     crashes, first, last = arc.query(f"SELECT count(*), min(ts), max(ts) FROM crash WHERE {where}", p)[0]
     rest = arc.query(f"SELECT count(*) FROM crash WHERE {col} IS DISTINCT FROM ?", p)[0][0]
     first, last = (_utc(first), _utc(last)) if first is not None else (None, None)
-    # signatures over-represented in the cohort: per signature, hosts affected in and out
+    # signatures over-represented in the cohort: case host-days in and out, as in cohort_rows
     rows = arc.query(
         f"SELECT signature, count(*) FILTER (WHERE {col} = ?), count(DISTINCT host) FILTER (WHERE {col} = ?), "
-        f"count(DISTINCT host) FILTER (WHERE {col} IS DISTINCT FROM ?) FROM crash GROUP BY 1 "
-        f"HAVING count(*) FILTER (WHERE {col} = ?) > 0", [value] * 4)
+        f"count(DISTINCT (host, day)) FILTER (WHERE {col} = ?), "
+        f"count(DISTINCT (host, day)) FILTER (WHERE {col} IS DISTINCT FROM ?) FROM crash GROUP BY 1 "
+        f"HAVING count(*) FILTER (WHERE {col} = ?) > 0", [value] * 5)
     sigs = []
-    n2 = fleet_hosts - hosts
-    for sig, cases, a, c in rows:
-        if n2 <= 0:
+    rest_days = fleet_hd - host_days
+    for sig, cases, a, a_days, c_days in rows:
+        if rest_days <= 0 or host_days <= 0:
             break
-        r = risk_ratio(a, hosts, min(c, n2), n2)
+        r = rate_ratio(a_days, host_days, c_days, rest_days)
         sigs.append(CohortRow("signature", sig, cases, a, hosts, host_days, rate_per_1000(cases, host_days),
                               r.rr, r.lower, r.upper))
     sigs.sort(key=lambda r: (-(r.ci_low if not math.isnan(r.ci_low) else 0.0), -r.cases))

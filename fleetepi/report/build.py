@@ -90,8 +90,11 @@ def build_report(root: str | Path, out: str | Path, opts: ReportOptions,
             heat_rows, heat_cols = opts.heat
         else:
             heat_rows, heat_cols = places.coarse, places.fine
-        nested = bool(heat_rows and heat_cols and nests_in(hosts, heat_cols, heat_rows))
-        fine = heat_cols or by
+        nested = bool(heat_rows and heat_cols and "+" not in heat_rows + heat_cols
+                      and nests_in(hosts, heat_cols, heat_rows))
+        fine = heat_cols if heat_cols and "+" not in heat_cols else by
+        if fine and len({h.get(fine) for h in hosts}) > 60:  # a heat map row per cabinet of 200: use the coarser
+            fine = by
         summ = S.summary(arc, p)
         body: list[str] = []
         tick("what changed")
@@ -114,8 +117,16 @@ def build_report(root: str | Path, out: str | Path, opts: ReportOptions,
                      "over-represents</h3>" + S.cohort_table(cohorts) + "<h3>Its alerts</h3>"
                      + S.signature_alerts(arc, sig) + "</div></div>")
             body.append(_section(f"sig{i}", f"Signature #{i}", inner))
+        tick("hardware failures")
+        body.append(_section("hw-cohorts", "Hardware failures and the cohorts they over-represent",
+                             S.hardware_cohorts(arc, by, p)))
         tick("heat map")
-        body.append(_section("heat", "Where crashes happen", S.heat_map(arc, heat_rows, heat_cols, nested)))
+        heat = []
+        if summ["counts"]["crash"]:
+            heat.append(S.heat_map(arc, heat_rows, heat_cols, nested, "crash"))
+        if S.top_hardware(arc, 1):
+            heat.append(S.heat_map(arc, heat_rows, heat_cols, nested, "hardware"))
+        body.append(_section("heat", "Where it happens", "".join(heat) or "<p class='empty'>no events</p>"))
         tick("bad silicon")
         place_cols = [a for a in (heat_rows, heat_cols) if a]
         body.append(_section("silicon", "Suspected bad silicon (bit flips and misaligned stacks on one host)",
@@ -162,7 +173,7 @@ def _page(opts: ReportOptions, summ: dict, body: list[str], skipped: list, by: s
 </head><body>
 <header><h1>{S.esc(opts.title)}</h1><p>events {span} · generated {generated} · {places}</p>
 <nav><a href="#what-changed">what changed</a><a href="#founding">two populations</a><a href="#alerts">alerts</a><a href="#sig1">signatures</a>
-<a href="#heat">heat map</a><a href="#silicon">bad silicon</a><a href="#hardware">hardware</a></nav></header>
+<a href="#hw-cohorts">hardware cohorts</a><a href="#heat">heat map</a><a href="#silicon">bad silicon</a><a href="#hardware">hardware</a></nav></header>
 <main><section id="summary"><div class="kpis">{kpi_html}</div>{warn}</section>
 {"".join(body)}
 </main></body></html>

@@ -11,7 +11,7 @@ from fleetepi.archive.exceptions import ArchiveError
 from fleetepi.investigate import parse_when
 
 #: Sections the progress bar counts (build_report calls step() once per section).
-_STEPS = 11
+_STEPS = 12
 
 
 @click.command("report")
@@ -24,7 +24,7 @@ _STEPS = 11
 @click.option("--by", "by", metavar="ATTR", help="Stack epidemic curves by this attribute (default: the coarsest "
               "location, found from how the inventory nests).")
 @click.option("--heat", "heat", metavar="ROWS:COLS", help="Heat map axes as two attributes (default: coarsest "
-              "location : finest location in it), e.g. datacenter:rack or cage:cabinet.")
+              "location : finest location in it), e.g. datacenter:rack; join attributes with + (row+cage:col).")
 @click.option("--top", default=6, show_default=True, type=click.IntRange(1, 50), help="Signatures given a section.")
 @click.option("--title", default="fleetepi report", show_default=True, help="Title of the page.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
@@ -44,7 +44,7 @@ def report_command(archive: str, output: str, since: str | None, until: str | No
     Examples:
       fleetepi report --archive arch -o report.html
       fleetepi report --archive arch --since 30d --by rack --top 10 -o month.html
-      fleetepi report --archive titan-arch --heat cage:cabinet -o titan.html
+      fleetepi report --archive titan-arch --heat row+cage:col -o titan.html
     """
     from fleetepi.report.build import ReportOptions, build_report
 

@@ -18,7 +18,15 @@ from typing import Any
 import plotly.graph_objects as go
 
 from fleetepi.archive.epi import rate_per_1000, rate_ratio
-from fleetepi.archive.queries import BITFLIP_MIN, CohortRow, alert_rows, cohort_rows, pick_bin
+from fleetepi.archive.queries import (
+    BITFLIP_MIN,
+    CohortRow,
+    alert_rows,
+    cohort_rows,
+    denominators,
+    exposure_sql,
+    pick_bin,
+)
 from fleetepi.archive.reader import Archive, quote
 from fleetepi.archive.schema import attr_column
 
@@ -63,6 +71,11 @@ class _Raw(str):
     """Already-escaped HTML for a table cell."""
 
 
+def fmt_rate(v: float) -> str:
+    """Three significant digits: 0.213 per 1k host-days on Titan, 412 on a crashing rack."""
+    return "-" if math.isnan(v) else f"{v:.3g}" if v < 100 else f"{v:,.0f}"
+
+
 def fmt_ts(t: datetime | None) -> str:
     return "-" if t is None else t.strftime("%Y-%m-%d %H:%M")
 
@@ -99,7 +112,7 @@ def _trunc(t: datetime, bin_: str) -> datetime:
 # ---------------------------------------------------------------------- summary
 def summary(arc: Archive, p: Period) -> dict[str, Any]:
     counts = {t: arc.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("crash", "telemetry", "host", "alert")}
-    hosts, host_days = arc.query("SELECT count(DISTINCT host), count(*) FROM (SELECT DISTINCT host, day FROM hostday)")[0]
+    _, _, hosts, host_days = denominators(arc)  # the inventory's population at risk
     sigs = arc.query("SELECT count(DISTINCT signature) FROM crash")[0][0]
     fired = arc.query("SELECT count(*) FROM alert WHERE state = 'firing'")[0][0]
     return {"counts": counts, "hosts": hosts, "host_days": host_days, "signatures": sigs, "fired": fired,
@@ -124,10 +137,13 @@ def top_signatures(arc: Archive, n: int) -> list[tuple[str, int, int, int]]:
     return [(s, c, h, a) for s, c, h, a in rows]
 
 
-def epidemic_curve(arc: Archive, sig: str, by: str | None, p: Period) -> str:
+def epidemic_curve(arc: Archive, sig: str, by: str | None, p: Period, table: str = "crash",
+                   where: str = "signature = ?", params: list[Any] | None = None, what: str = "crashes") -> str:
+    if by not in arc.attribute_keys(table):
+        by = None
     loc = f"coalesce({quote(attr_column(by))}, '(no {by})')" if by else "'all hosts'"
-    rows = arc.query(f"SELECT date_trunc('{p.bin}', ts) AS b, {loc} AS loc, count(*) FROM crash WHERE signature = ? "
-                     "GROUP BY ALL", [sig])
+    rows = arc.query(f"SELECT date_trunc('{p.bin}', ts) AS b, {loc} AS loc, count(*) FROM {table} WHERE {where} "
+                     "GROUP BY ALL", [sig] if params is None else params)
     totals: dict[str, int] = defaultdict(int)
     for _, loc_v, n in rows:
         totals[loc_v] += n
@@ -139,7 +155,7 @@ def epidemic_curve(arc: Archive, sig: str, by: str | None, p: Period) -> str:
     fig = go.Figure()
     for loc_v in sorted(grid, key=lambda v: (v == "other", -totals.get(v, 0), v)):
         fig.add_bar(x=bins, y=[grid[loc_v].get(b, 0) for b in bins], name=str(loc_v))
-    fig.update_layout(barmode="stack", bargap=0.05, title=f"crashes per {p.bin}" + (f", stacked by {by}" if by else ""),
+    fig.update_layout(barmode="stack", bargap=0.05, title=f"{what} per {p.bin}" + (f", stacked by {by}" if by else ""),
                       legend={"title": {"text": by or ""}})
     return figure_html(fig, 300)
 
@@ -229,7 +245,7 @@ def cohort_table(rows: list[CohortRow], limit: int = 8) -> str:
     return table_html(
         ["cohort", "cases", "hosts hit", "hosts in cohort", "host-days", "per 1k host-days", "RR", "95 % CI"],
         [[f"{r.attribute}={r.value}", r.cases, r.hosts_affected, r.hosts, r.host_days,
-          f"{r.rate_per_1000_host_days:.1f}", f"{r.relative_risk:.1f}", _ci(r.ci_low, r.ci_high)] for r in rows[:limit]],
+          fmt_rate(r.rate_per_1000_host_days), f"{r.relative_risk:.1f}", _ci(r.ci_low, r.ci_high)] for r in rows[:limit]],
         cls="cohorts")
 
 
@@ -244,48 +260,85 @@ def signature_alerts(arc: Archive, sig: str) -> str:
 
 
 # ---------------------------------------------------------------------- heat map
-def heat_map(arc: Archive, rows_attr: str | None, cols_attr: str | None, nested: bool) -> str:
-    """Crashes per 1,000 host-days per location cell (all signatures)."""
+#: Telemetry kinds that are failures, not readings: what the hardware sections count.
+HW_KINDS = ("xid", "ecc_uncorrected", "pcie", "nvlink", "power")
+_HW_WHERE = "kind IN (" + ", ".join(f"'{k}'" for k in HW_KINDS) + ")"
+
+
+def heat_map(arc: Archive, rows_attr: str | None, cols_attr: str | None, nested: bool, cases: str = "crash") -> str:
+    """Cases per 1,000 host-days at risk per location cell; ``cases`` is ``crash`` or ``hardware``.
+
+    Host-days come from the inventory (every day a host is in the fleet),
+    so a cell of silent hosts is a cell of zero incidence, not a hole.
+    """
     if cols_attr is None:
         return '<p class="empty">no location attributes found in the inventory (use --heat ROWS:COLS)</p>'
-    r = quote(attr_column(rows_attr)) if rows_attr else "'fleet'"
-    c = quote(attr_column(cols_attr))
-    rows = arc.query(f"SELECT {r} AS r, {c} AS c, sum(crashes), count(DISTINCT (host, day)), count(DISTINCT host) "
-                     "FROM hostday GROUP BY ALL")
-    cells = {(rv, cv): (n, hd, h) for rv, cv, n, hd, h in rows if cv is not None}
+    r = attr_expr(rows_attr) if rows_attr else "'fleet'"
+    c = attr_expr(cols_attr)
+    table = "crash" if cases == "crash" else "telemetry"
+    needed = {k for spec in (rows_attr, cols_attr) if spec for k in spec.split("+")}
+    if not needed <= set(arc.attribute_keys(table)):
+        return f'<p class="empty">the {table} rows carry no {esc(rows_attr)}/{esc(cols_attr)} attributes</p>'
+    src, what = ("crash", "crashes") if cases == "crash" else (f"telemetry WHERE {_HW_WHERE}", "hardware failures")
+    counts = {(rv, cv): n for rv, cv, n in arc.query(f"SELECT {r}, {c}, count(*) FROM {src} GROUP BY ALL")}
+    exp = exposure_sql(arc)
+    if exp is not None and needed <= set(arc.attribute_keys("host")):
+        expo = arc.query(f"SELECT {r}, {c}, sum(days), count(DISTINCT host) FROM {exp} GROUP BY ALL")
+    else:
+        expo = arc.query(f"SELECT {r}, {c}, count(DISTINCT (host, day)), count(DISTINCT host) FROM hostday GROUP BY ALL")
+    cells = {(rv, cv): (counts.get((rv, cv), 0), float(hd or 0), h) for rv, cv, hd, h in expo if cv is not None}
+    if not cells:
+        return '<p class="empty">no hosts with these attributes</p>'
     row_vals = sorted({rv for rv, _ in cells}, key=_natural)
     labels: list[list[str]] = []
     if nested:  # cols nest in rows: lay each row's own columns out by position
         per_row = {rv: sorted({cv for r2, cv in cells if r2 == rv}, key=_natural) for rv in row_vals}
         width = max((len(v) for v in per_row.values()), default=0)
-        x = list(range(1, width + 1))
+        x: list[Any] = list(range(1, width + 1))
         z, text = [], []
         for rv in row_vals:
             cols = per_row[rv]
-            z.append([rate_per_1000(*cells[(rv, cols[i])][:2]) if i < len(cols) else None for i in range(width)])
-            text.append([_cell_text(cols[i], cells[(rv, cols[i])]) if i < len(cols) else "" for i in range(width)])
+            z.append([_rate(cells[(rv, cols[i])]) if i < len(cols) else None for i in range(width)])
+            text.append([_cell_text(cols[i], cells[(rv, cols[i])], what) if i < len(cols) else ""
+                         for i in range(width)])
             labels.append([str(cols[i]) if i < len(cols) else "" for i in range(width)])
         xtitle = f"{cols_attr} (by position within {rows_attr})"
     else:
         col_vals = sorted({cv for _, cv in cells}, key=_natural)
-        x = col_vals
-        z = [[rate_per_1000(*cells[(rv, cv)][:2]) if (rv, cv) in cells else None for cv in col_vals] for rv in row_vals]
+        x = [str(v) for v in col_vals]
+        z = [[_rate(cells[(rv, cv)]) if (rv, cv) in cells else None for cv in col_vals] for rv in row_vals]
+        text = [[_cell_text(cv, cells[(rv, cv)], what) if (rv, cv) in cells else "" for cv in col_vals]
+                for rv in row_vals]
         labels = [["" for _ in col_vals] for _ in row_vals]
-        text = [[_cell_text(cv, cells[(rv, cv)]) if (rv, cv) in cells else "" for cv in col_vals] for rv in row_vals]
         xtitle = cols_attr
+    finite = sorted(v for row in z for v in row if v is not None)
+    zmax = finite[int(0.98 * (len(finite) - 1))] if finite else None  # a few outlier cells must not wash out the rest
     fig = go.Figure(go.Heatmap(z=z, x=x, y=[str(v) for v in row_vals], customdata=text, text=labels,
-                               texttemplate="%{text}", colorscale="YlOrRd",
-                               hovertemplate="%{customdata}<br>%{z:.1f} crashes per 1k host-days<extra></extra>",
+                               texttemplate="%{text}", colorscale="YlOrRd", zmin=0, zmax=zmax or None,
+                               hovertemplate="%{customdata}<br>%{z:.2f} per 1k host-days<extra></extra>",
                                colorbar={"title": {"text": "per 1k<br>host-days"}}, xgap=1, ygap=1))
-    fig.update_layout(title=f"crash incidence per 1,000 host-days by {rows_attr or 'fleet'} × {cols_attr}",
+    fig.update_layout(title=f"{what} per 1,000 host-days at risk, by {rows_attr or 'fleet'} × {cols_attr}",
                       xaxis={"title": xtitle, "type": "category" if not nested else "linear"},
                       yaxis={"title": rows_attr or "", "type": "category"})
     return figure_html(fig, 140 + 26 * max(len(row_vals), 3))
 
 
-def _cell_text(name: str, cell: tuple[int, int, int]) -> str:
+def attr_expr(spec: str) -> str:
+    """SQL of one attribute, or of several joined by ``+`` (``row+cage``: one row per cage of each cabinet row)."""
+    keys = spec.split("+")
+    if len(keys) == 1:
+        return quote(attr_column(keys[0]))
+    return "concat_ws('/', " + ", ".join(quote(attr_column(k)) for k in keys) + ")"
+
+
+def _rate(cell: tuple[int, float, int]) -> float | None:
+    n, hd, _ = cell
+    return 1000.0 * n / hd if hd > 0 else None
+
+
+def _cell_text(name: str, cell: tuple[int, float, int], what: str = "crashes") -> str:
     n, hd, h = cell
-    return f"{esc(name)}: {n} crashes, {h} hosts, {hd} host-days"
+    return f"{esc(name)}: {n} {what}, {h} hosts, {hd:,.0f} host-days"
 
 
 def _natural(v: Any) -> tuple:
@@ -294,9 +347,31 @@ def _natural(v: Any) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(v)))
 
 
+# ---------------------------------------------------------------------- hardware failures
+def top_hardware(arc: Archive, n: int = 3) -> list[tuple[str, int | None, int, int]]:
+    """The most frequent hardware failure types: (kind, code, events, hosts)."""
+    return [(k, c, e, h) for k, c, e, h in arc.query(
+        f"SELECT kind, code, count(*), count(DISTINCT host) FROM telemetry WHERE {_HW_WHERE} GROUP BY 1, 2 "
+        f"ORDER BY 3 DESC LIMIT {int(n)}")]
+
+
+def hardware_cohorts(arc: Archive, by: str | None, p: Period, n: int = 3) -> str:
+    """Per frequent hardware failure (Xid 79, uncorrected ECC, ...): its curve by place and its cohort table."""
+    parts = []
+    for kind, code, events, hosts in top_hardware(arc, n):
+        where, params = "kind = ? AND code IS NOT DISTINCT FROM ?", [kind, code]
+        name = kind + (f" {code}" if code is not None else "")
+        rows = cohort_rows(arc, "telemetry", where, params)
+        parts.append(f"<h3>{esc(name)}: {events:,} events on {hosts:,} hosts</h3>"
+                     + epidemic_curve(arc, "", by, p, "telemetry", where, params, what=f"{name} events")
+                     + cohort_table(rows))
+    return "".join(parts) or '<p class="empty">no Xid, ECC, PCIe, NVLink or power failures in this period</p>'
+
+
 # ---------------------------------------------------------------------- bad silicon
 def bad_silicon(arc: Archive, places: list[str]) -> str:
     """Hosts whose crashes look like corruption: bit flips, many shapes, many unrelated signatures."""
+    places = [a for a in places if a in arc.attribute_keys("crash")]
     loc = ", ".join(f"any_value({quote(attr_column(a))})" for a in places) if places else "NULL"
     rows = arc.query(
         f"SELECT host, count(*) AS n, count(*) FILTER (WHERE bitflip_score >= {BITFLIP_MIN}) AS bf, "
@@ -319,6 +394,8 @@ def hardware_by_place(arc: Archive, place: str | None, p: Period) -> str:
                                      "'power', 'pcie', 'nvlink') ORDER BY 1")]
     if not kinds:
         return '<p class="empty">no Xid, ECC or power events in this period</p>'
+    if place not in arc.attribute_keys("telemetry"):
+        place = None
     loc = f"coalesce({quote(attr_column(place))}, '?')" if place else "'fleet'"
     bin_ = "day" if p.bin == "hour" else p.bin
     parts = []
@@ -401,12 +478,16 @@ __all__ = [
     "cohort_table",
     "epidemic_curve",
     "hardware_by_place",
+    "hardware_cohorts",
+    "attr_expr",
+    "fmt_rate",
     "heat_map",
     "period",
     "shape_populations",
     "signature_alerts",
     "signature_cohorts",
     "summary",
+    "top_hardware",
     "top_signatures",
     "two_populations",
     "two_populations_html",
