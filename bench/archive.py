@@ -2,7 +2,7 @@
 
 ``replay``  replay with ``--archive`` against replay without, same file, same process (target >= 0.8):
             the 2,000-host, 14-day fleet of bench/replay.py (cached in .cache/bench/).
-``year``    a one-year, 2,000-host history through the detectors into an archive; then its size per
+``year``    a one-year, 2,000-host history written into an archive (``--detectors``: through them); then its size per
             10 M events (< 1 GB), ``investigate signature`` (< 2 s) and ``report`` (< 60 s, < 2 GB RSS),
             each as the CLI a user runs (a fresh process, timed with its start-up).
 ``stream``  the stream archiver on a real broker: the rate it drains a backlog at, and its lag while
@@ -85,7 +85,8 @@ def bench_replay(rounds: int) -> None:
 
 
 # ---------------------------------------------------------------------- year
-def bench_year(hosts: int, days: float, seed: int, thermal_s: float, ecc_s: float, outbreaks: int) -> None:
+def bench_year(hosts: int, days: float, seed: int, thermal_s: float, ecc_s: float, outbreaks: int,
+               detectors: bool) -> None:
     from fleetepi.archive import ArchiveWriter
     from fleetepi.pipeline import Pipeline, batch_gc
     from fleetepi.simulate import SimConfig, simulate
@@ -103,18 +104,20 @@ def bench_year(hosts: int, days: float, seed: int, thermal_s: float, ecc_s: floa
         shutil.rmtree(tmp, ignore_errors=True)
         with Timer() as t, batch_gc():
             writer = ArchiveWriter(tmp)
-            pipe = Pipeline(archive=writer)
-            feed = pipe.feed_event
-            for i, ev in enumerate(sim.events()):
+            pipe = Pipeline(archive=writer) if detectors else None
+            feed = pipe.feed_event if pipe is not None else writer.add
+            n = 0
+            for n, ev in enumerate(sim.events(), 1):
                 feed(ev)
-                if i % 2_000_000 == 0:
-                    print(f"  {i:,} events, {time.perf_counter() - t.wall0:.0f} s", flush=True)
-            pipe.finish()
+                if n % 2_000_000 == 0:
+                    print(f"  {n:,} events, {time.perf_counter() - t.wall0:.0f} s wall; load {load()}", flush=True)
+            if pipe is not None:
+                pipe.finish()
             writer.close()
         del sim
         os.replace(tmp, root)
-        print(f"detectors + archive: {pipe.summary.lines:,} events in {t.wall:.0f} s wall, {t.cpu:.0f} s CPU; "
-              f"alerts fired {dict(pipe.summary.fired)}")
+        print(f"{'detectors + ' if detectors else ''}archive: {n:,} events in {t.wall:.0f} s wall, {t.cpu:.0f} s CPU"
+              + (f"; alerts fired {dict(pipe.summary.fired)}" if pipe is not None else ""))
     events = _events_in(root)
     size = sum(f.stat().st_size for f in root.rglob("*.parquet"))
     nfiles = len(list(root.rglob("*.parquet")))
@@ -262,6 +265,8 @@ def main() -> None:
     y.add_argument("--thermal-s", type=float, default=3600.0, help="thermal cadence (default hourly, 2x the sim's)")
     y.add_argument("--ecc-s", type=float, default=7200.0, help="ECC counter cadence (default 2 h, 2x the sim's)")
     y.add_argument("--outbreaks", type=int, default=48)
+    y.add_argument("--detectors", action="store_true",
+                   help="run the detectors too (alerts in the archive; ~2x the time: bench/replay.py covers their speed)")
     s = sub.add_parser("stream")
     s.add_argument("--rate", type=float, default=23_000)
     s.add_argument("--seconds", type=float, default=30)
@@ -270,7 +275,7 @@ def main() -> None:
     if a.what == "replay":
         bench_replay(a.rounds)
     elif a.what == "year":
-        bench_year(a.hosts, a.days, a.seed, a.thermal_s, a.ecc_s, a.outbreaks)
+        bench_year(a.hosts, a.days, a.seed, a.thermal_s, a.ecc_s, a.outbreaks, a.detectors)
     else:
         bench_stream(a.rate, a.seconds, a.hosts)
 
