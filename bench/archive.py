@@ -178,7 +178,7 @@ def bench_stream(rate: float, seconds: float, hosts: int) -> None:
     from fleetepi.archive.consumer import StreamArchiver
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
     from fleetepi.stream import devbroker
-    from fleetepi.stream.publish import publish_async, publish_file
+    from fleetepi.stream.publish import publish_file
     from fleetepi.stream.topics import TopicNames, ensure_topics, topic_specs
 
     events = CACHE / f"stream-h{hosts}.jsonl"
@@ -228,15 +228,19 @@ def bench_stream(rate: float, seconds: float, hosts: int) -> None:
 
         async def live() -> list[tuple[float, int, int]]:
             stop = asyncio.Event()
-            pub = asyncio.create_task(publish_async(events, bootstrap, names, rate=rate))
-            await asyncio.sleep(1.0)
+            # the publisher in a process of its own (`fleetepi publish --rate`), as the agents would be
+            pub = subprocess.Popen([FLEETEPI, "publish", str(events), "--broker", f"kafka://{bootstrap}",
+                                    "--topic-prefix", names.prefix, "--rate", str(rate), "--no-create-topics"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             task = asyncio.create_task(arch2.run(stop))
             samples = []
             t0 = time.perf_counter()
-            while not pub.done() and time.perf_counter() - t0 < seconds:
+            while pub.poll() is None and time.perf_counter() - t0 < seconds:
                 await asyncio.sleep(1.0)
                 samples.append((time.perf_counter() - t0, arch2.stats.total, await arch2.lag()))
-            pub.cancel()
+            pub.terminate()
+            out = pub.communicate()[0]
+            print("publisher:", out.strip().splitlines()[-1] if out.strip() else "(stopped)")
             stop.set()
             await task
             return samples

@@ -236,34 +236,43 @@ def investigate_command(ctx: click.Context, archive: str, since: str | None, unt
     ctx.obj = {"archive": archive, "since": parse_when(since), "until": parse_when(until), "json": as_json}
 
 
+_json_here = click.option("--json", "as_json", is_flag=True, help="Same as investigate --json.")
+
+
 @investigate_command.command("signature")
 @click.argument("signature")
 @click.option("--cohorts", default=10, show_default=True, help="Cohort rows to show.")
+@_json_here
 @click.pass_context
-def signature_cmd(ctx: click.Context, signature: str, cohorts: int) -> None:
+def signature_cmd(ctx: click.Context, signature: str, cohorts: int, as_json: bool) -> None:
     """A crash signature (exact, a prefix, or a part of it): curve, shapes, hosts, cohorts, alerts."""
     from fleetepi.archive.queries import signature_answer
 
+    ctx.obj["json"] |= as_json
     _answer(ctx, signature_answer, print_signature, signature, cohorts)
 
 
 @investigate_command.command("host")
 @click.argument("host")
+@_json_here
 @click.pass_context
-def host_cmd(ctx: click.Context, host: str) -> None:
+def host_cmd(ctx: click.Context, host: str, as_json: bool) -> None:
     """One host: its attributes over time, crashes, shapes, hardware telemetry, alerts."""
     from fleetepi.archive.queries import host_answer
 
+    ctx.obj["json"] |= as_json
     _answer(ctx, host_answer, print_host, host)
 
 
 @investigate_command.command("cohort")
 @click.argument("cohort", metavar="ATTR=VALUE")
+@_json_here
 @click.pass_context
-def cohort_cmd(ctx: click.Context, cohort: str) -> None:
+def cohort_cmd(ctx: click.Context, cohort: str, as_json: bool) -> None:
     """Hosts with one attribute value: their rate against the rest, signatures they over-represent."""
     from fleetepi.archive.queries import cohort_answer
 
+    ctx.obj["json"] |= as_json
     attr, sep, value = cohort.partition("=")
     if not sep or not attr:
         raise click.BadParameter(f"{cohort!r}: write ATTR=VALUE, e.g. bios=2.4", param_hint="ATTR=VALUE")
