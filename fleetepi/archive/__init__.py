@@ -5,10 +5,25 @@ archiver (``fleetepi archive --broker``); read by ``fleetepi investigate``,
 ``fleetepi report``, and any engine that reads Parquet (DuckDB, Trino,
 Spark). The layout and its invariants are in ``layout.py``; docs/archive.md
 is the user's guide.
+
+The writer is imported on first use (``fleetepi.archive.ArchiveWriter``), so
+that ``fleetepi investigate`` does not pay for Arrow's JSON and Parquet
+writers at start-up.
 """
 
+from typing import Any
+
 from fleetepi.archive.exceptions import ArchiveError, ArchiveFormatError, NoMatch
-from fleetepi.archive.schema import FORMAT_VERSION
-from fleetepi.archive.writer import ArchiveWriter, WriterStats
+
+FORMAT_VERSION = 1  # the writer's; fleetepi.archive.schema.FORMAT_VERSION is the same number (tested)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("ArchiveWriter", "WriterStats"):
+        from fleetepi.archive import writer
+
+        return getattr(writer, name)
+    raise AttributeError(name)
+
 
 __all__ = ["FORMAT_VERSION", "ArchiveError", "ArchiveFormatError", "ArchiveWriter", "NoMatch", "WriterStats"]

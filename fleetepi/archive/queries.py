@@ -186,8 +186,22 @@ def period_bounds(arc: Archive) -> tuple[datetime | None, datetime | None]:
     cached = getattr(arc, "_bounds", None)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    lo, hi = arc.query("SELECT min(ts), max(ts) FROM (SELECT ts FROM crash UNION ALL SELECT ts FROM telemetry "
-                       "UNION ALL SELECT ts FROM host)")[0]
+    # the first and the last event are in the first and the last day partition: read those files only
+    ranges = [r for r in (arc.day_range(t) for t in ("crash", "telemetry", "host")) if r is not None]
+    parts = ["SELECT NULL::TIMESTAMPTZ AS lo, NULL::TIMESTAMPTZ AS hi"]
+    if ranges:
+        cond = []
+        if arc.since:
+            cond.append(f"ts >= TIMESTAMPTZ '{arc.since.isoformat()}'")
+        if arc.until:
+            cond.append(f"ts < TIMESTAMPTZ '{arc.until.isoformat()}'")
+        where = (" WHERE " + " AND ".join(cond)) if cond else ""
+        for day in sorted({min(r[0] for r in ranges), max(r[1] for r in ranges)}):
+            for t in ("crash", "telemetry", "host"):
+                files = ", ".join("'" + f.replace("'", "''") + "'" for f in arc.files_of_day(t, day))
+                if files:
+                    parts.append(f"SELECT min(ts), max(ts) FROM read_parquet([{files}]){where}")
+    lo, hi = arc.query("SELECT min(lo), max(hi) FROM (" + " UNION ALL ".join(parts) + ")")[0]
     bounds = (arc.since or (_utc(lo) if lo is not None else None), arc.until or (_utc(hi) if hi is not None else None))
     arc._bounds = bounds  # type: ignore[attr-defined]
     return bounds
@@ -299,10 +313,11 @@ def cohort_rows(arc: Archive, table: str, where: str, params: list[Any], *, min_
     return out
 
 
-def shape_rows(arc: Archive, where: str, params: list[Any], limit: int = 12) -> tuple[list[ShapeRow], float]:
+def shape_rows(arc: Archive, where: str, params: list[Any], limit: int = 12, table: str = "crash"
+               ) -> tuple[list[ShapeRow], float]:
     rows = arc.query(
         "WITH c AS (SELECT host, signal, fault_class, coalesce(array_to_string(list_sort(shape_flags), ','), '') AS flags, "
-        f"bitflip_score FROM crash WHERE {where}), "
+        f"bitflip_score FROM {table} WHERE {where}), "
         "per AS (SELECT signal, fault_class, flags, host, count(*) AS n, "
         f"count(*) FILTER (WHERE bitflip_score >= {BITFLIP_MIN}) AS bf FROM c GROUP BY ALL) "
         "SELECT signal, fault_class, flags, sum(n)::BIGINT, count(*), arg_max(host, n), max(n), sum(bf)::BIGINT "
@@ -335,10 +350,10 @@ def alert_entity(kind: str, sig: str | None, host: str | None, attr: str | None,
     return f"{what} in {attr}={val}" if attr else what
 
 
-def top_hosts(arc: Archive, where: str, params: list[Any], limit: int = 10) -> list[HostRow]:
+def top_hosts(arc: Archive, where: str, params: list[Any], limit: int = 10, table: str = "crash") -> list[HostRow]:
     rows = arc.query(
         "SELECT host, count(*), min(ts), max(ts), count(DISTINCT (signal, fault_class, shape_flags)) "
-        f"FROM crash WHERE {where} GROUP BY host ORDER BY 2 DESC, 1 LIMIT {int(limit)}", params)
+        f"FROM {table} WHERE {where} GROUP BY host ORDER BY 2 DESC, 1 LIMIT {int(limit)}", params)
     return [HostRow(h, n, _utc(a), _utc(b), s) for h, n, a, b, s in rows]
 
 
@@ -349,12 +364,11 @@ def resolve_signature(arc: Archive, text: str) -> tuple[str, list[tuple[str, int
     Returns the signature and the other candidates (most frequent first).
     :raises NoMatch: nothing matches.
     """
-    exact = arc.query("SELECT count(*) FROM crash WHERE signature = ?", [text])[0][0]
-    if exact:
-        return text, []
     for cond in ("starts_with(signature, ?)", "contains(signature, ?)"):
         rows = arc.query(f"SELECT signature, count(*) AS n FROM crash WHERE {cond} GROUP BY 1 ORDER BY n DESC, 1 "
                          "LIMIT 20", [text])
+        if any(s == text for s, _ in rows):
+            return text, [(s, n) for s, n in rows if s != text]
         if rows:
             return rows[0][0], [(s, n) for s, n in rows[1:]]
     raise NoMatch(f"no crash signature starts with or contains {text!r} in this archive"
@@ -369,19 +383,20 @@ def _period(arc: Archive) -> str:
 
 def signature_answer(arc: Archive, text: str, cohorts: int = 10) -> SignatureAnswer:
     sig, others = resolve_signature(arc, text)
+    arc.materialize("cases", "SELECT * FROM crash WHERE signature = ?", [sig])  # one read; the rest asks these rows
     where, p = "signature = ?", [sig]
     n, hosts, jobs, first, last = arc.query(
-        f"SELECT count(*), count(DISTINCT host), count(DISTINCT job), min(ts), max(ts) FROM crash WHERE {where}", p)[0]
+        f"SELECT count(*), count(DISTINCT host), count(DISTINCT job), min(ts), max(ts) FROM cases WHERE {where}", p)[0]
     first, last = (_utc(first), _utc(last)) if first is not None else (None, None)
-    shapes, share = shape_rows(arc, where, p)
+    shapes, share = shape_rows(arc, where, p, table="cases")
     cpus = [(int(c), k, h) for c, k, h in arc.query(
-        f"SELECT cpu, count(*), count(DISTINCT host) FROM crash WHERE {where} AND cpu IS NOT NULL "
+        f"SELECT cpu, count(*), count(DISTINCT host) FROM cases WHERE {where} AND cpu IS NOT NULL "
         "GROUP BY cpu ORDER BY 2 DESC LIMIT 10", p)]
     return SignatureAnswer(
         signature=sig, cases=n, hosts=hosts, jobs=jobs, first_seen=first, last_seen=last,
-        series=series(arc, "crash", where, p, pick_bin(first, last), first, last),
-        shapes=shapes, bitflip_share=share, cpus=cpus, top_hosts=top_hosts(arc, where, p),
-        cohorts=cohort_rows(arc, "crash", where, p)[:cohorts],
+        series=series(arc, "cases", where, p, pick_bin(first, last), first, last),
+        shapes=shapes, bitflip_share=share, cpus=cpus, top_hosts=top_hosts(arc, where, p, table="cases"),
+        cohorts=cohort_rows(arc, "cases", where, p)[:cohorts],
         alerts=alert_rows(arc, "signature = ?", p), other_matches=others)
 
 

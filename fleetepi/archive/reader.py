@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +31,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from fleetepi.archive.exceptions import ArchiveError
 from fleetepi.archive.layout import PartFile, list_files, read_meta
@@ -39,6 +39,8 @@ from fleetepi.archive.schema import BASE_COLUMNS, SCHEMAS, attr_key
 log = logging.getLogger(__name__)
 
 _MAGIC = b"PAR1"
+#: Table names in a query: their views are created on first use.
+_TABLE_RE = re.compile(r"\b(crash|telemetry|host_all|host|alert|hostday)\b")
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def _ends_ok(path: Path, size: int) -> str | None:
 
 def _reads_ok(path: Path) -> str | None:
     """None if every row group of the file decodes, else the error."""
+    import pyarrow.parquet as pq
+
     try:
         f = pq.ParquetFile(path)
         for i in range(f.num_row_groups):
@@ -124,6 +128,7 @@ class Archive:
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(f"SET memory_limit = '{memory_limit}'")
         self.con.execute(f"SET threads = {int(threads or os.cpu_count() or 2)}")
+        self.con.execute("SET parquet_metadata_cache = true")  # footers read once per session, not per query
         self.files: dict[str, list[PartFile]] = {}
         self.columns: dict[str, list[str]] = {}
         self._build()
@@ -152,7 +157,28 @@ class Archive:
                     continue
                 files.append(f)
             self.files[schema] = files
-            self._view(schema, files)
+        self._built: set[str] = set()
+        self.columns = {schema: [c for c, _ in BASE_COLUMNS[schema]] + ["day"] for schema in SCHEMAS}
+
+    def ensure(self, *schemas: str) -> None:
+        """Create the views of these tables now (they are made on first use: each costs a read of its files' footers)."""
+        for schema in schemas:
+            if schema == "host_all":
+                schema = "host"
+            if schema not in self._built and schema in self.files:
+                self._view(schema, self.files[schema])
+                self._built.add(schema)
+
+    def _ensure_for(self, sql: str) -> None:
+        self.ensure(*{m.group(1) for m in _TABLE_RE.finditer(sql)})
+
+    def day_range(self, schema: str) -> tuple[str, str] | None:
+        """First and last day partition of a table (from the file list: no read)."""
+        days = sorted({f.day for f in self.files.get(schema, [])})
+        return (days[0], days[-1]) if days else None
+
+    def files_of_day(self, schema: str, day: str) -> list[str]:
+        return [str(f.path) for f in self.files.get(schema, []) if f.day == day]
 
     def _view(self, schema: str, files: list[PartFile]) -> None:
         base = BASE_COLUMNS[schema]
@@ -192,11 +218,20 @@ class Archive:
     # ------------------------------------------------------------------ queries
     def attribute_keys(self, schema: str = "hostday") -> list[str]:
         """Attribute keys present in the table (``attr.rack`` -> ``rack``)."""
+        self.ensure(schema)
         return [k for c in self.columns.get(schema, []) if (k := attr_key(c)) is not None]
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
         """Run SQL over the views; on a damaged file, skip it (with a warning) and run again."""
+        self._ensure_for(sql)
         return self._run(lambda: self.con.execute(sql, params or []).fetchall())
+
+    def materialize(self, name: str, sql: str, params: list[Any] | None = None) -> None:
+        """Keep a query's rows as a temporary table ``name`` (many questions about one signature's few rows)."""
+        self._ensure_for(sql)
+        self._run(lambda: self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params or []))
+        self.columns[name] = [r[0] for r in self.con.execute(f"DESCRIBE {name}").fetchall()]
+        self._built.add(name)
 
     def _run(self, fn: Any) -> Any:
         try:
@@ -204,7 +239,9 @@ class Archive:
         except duckdb.Error as first:
             if not self._find_damaged():
                 raise ArchiveError(f"query failed: {first}") from None
+            built = set(self._built)
             self._build()
+            self.ensure(*(b for b in built if b in self.files))
             try:
                 return fn()
             except duckdb.Error as exc:
