@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -159,16 +158,15 @@ def _a_host(root: Path) -> str:
 
 
 def _run(args: list[str]) -> tuple[float, float, float]:
-    """Wall, CPU (user+sys) and peak RSS of one CLI run in a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Wall, CPU (user+sys) and peak RSS of one CLI run in a fresh process (its own rusage, via wait4)."""
     t0 = time.perf_counter()
-    proc = subprocess.run([FLEETEPI, *args], capture_output=True, text=True)
+    proc = subprocess.Popen([FLEETEPI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        print(proc.stderr[-2000:])
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss / 1024
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0 and proc.stderr is not None:
+        print(proc.stderr.read().decode()[-2000:])
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 # ---------------------------------------------------------------------- stream

@@ -60,12 +60,13 @@ class ReportResult:
 
 
 def _latest_attrs(arc: Archive) -> list[dict[str, str]]:
-    keys = arc.attribute_keys("hostday")
+    """Each host's latest announced attributes (the inventory's, not the events': a few thousand rows)."""
+    keys = arc.attribute_keys("host")
     if not keys:
         return []
-    sel = ", ".join(f"arg_max({S.quote(attr_column(k))}, day)" for k in keys)
+    sel = ", ".join(f"arg_max({S.quote(attr_column(k))}, ts)" for k in keys)
     return [{k: v for k, v in zip(keys, row[1:]) if v is not None}
-            for row in arc.query(f"SELECT host, {sel} FROM hostday GROUP BY host")]
+            for row in arc.query(f"SELECT host, {sel} FROM host_all GROUP BY host")]
 
 
 def build_report(root: str | Path, out: str | Path, opts: ReportOptions,
@@ -81,6 +82,8 @@ def build_report(root: str | Path, out: str | Path, opts: ReportOptions,
     arc = Archive(root, since=opts.since, until=opts.until)
     history = Archive(root, until=opts.until) if opts.since is not None else None
     try:
+        tick("loading crashes and hardware failures")
+        S.prepare(arc)
         tick("period and inventory")
         p = S.period(arc)
         hosts = _latest_attrs(arc)

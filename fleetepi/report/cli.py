@@ -11,7 +11,7 @@ from fleetepi.archive.exceptions import ArchiveError
 from fleetepi.investigate import parse_when
 
 #: Sections the progress bar counts (build_report calls step() once per section).
-_STEPS = 12
+_STEPS = 13
 
 
 @click.command("report")

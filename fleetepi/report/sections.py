@@ -262,7 +262,16 @@ def signature_alerts(arc: Archive, sig: str) -> str:
 # ---------------------------------------------------------------------- heat map
 #: Telemetry kinds that are failures, not readings: what the hardware sections count.
 HW_KINDS = ("xid", "ecc_uncorrected", "pcie", "nvlink", "power")
-_HW_WHERE = "kind IN (" + ", ".join(f"'{k}'" for k in HW_KINDS) + ")"
+HW_WHERE = "kind IN (" + ", ".join(f"'{k}'" for k in HW_KINDS) + ")"
+#: The hardware failures, kept in memory for the whole report (``prepare``): a year of telemetry is
+#: tens of millions of readings, and a few hundred thousand failures among them.
+HW = "hw"
+
+
+def prepare(arc: Archive) -> None:
+    """Load what every section reads into memory once: the crashes (without frames) and the hardware failures."""
+    arc.pin("crash", exclude=("frames", "modules", "notes"))
+    arc.materialize(HW, f"SELECT * FROM telemetry WHERE {HW_WHERE}")
 
 
 def heat_map(arc: Archive, rows_attr: str | None, cols_attr: str | None, nested: bool, cases: str = "crash") -> str:
@@ -275,11 +284,11 @@ def heat_map(arc: Archive, rows_attr: str | None, cols_attr: str | None, nested:
         return '<p class="empty">no location attributes found in the inventory (use --heat ROWS:COLS)</p>'
     r = attr_expr(rows_attr) if rows_attr else "'fleet'"
     c = attr_expr(cols_attr)
-    table = "crash" if cases == "crash" else "telemetry"
+    table = "crash" if cases == "crash" else HW
     needed = {k for spec in (rows_attr, cols_attr) if spec for k in spec.split("+")}
     if not needed <= set(arc.attribute_keys(table)):
         return f'<p class="empty">the {table} rows carry no {esc(rows_attr)}/{esc(cols_attr)} attributes</p>'
-    src, what = ("crash", "crashes") if cases == "crash" else (f"telemetry WHERE {_HW_WHERE}", "hardware failures")
+    src, what = ("crash", "crashes") if cases == "crash" else (HW, "hardware failures")
     counts = {(rv, cv): n for rv, cv, n in arc.query(f"SELECT {r}, {c}, count(*) FROM {src} GROUP BY ALL")}
     exp = exposure_sql(arc)
     if exp is not None and needed <= set(arc.attribute_keys("host")):
@@ -351,7 +360,7 @@ def _natural(v: Any) -> tuple:
 def top_hardware(arc: Archive, n: int = 3) -> list[tuple[str, int | None, int, int]]:
     """The most frequent hardware failure types: (kind, code, events, hosts)."""
     return [(k, c, e, h) for k, c, e, h in arc.query(
-        f"SELECT kind, code, count(*), count(DISTINCT host) FROM telemetry WHERE {_HW_WHERE} GROUP BY 1, 2 "
+        f"SELECT kind, code, count(*), count(DISTINCT host) FROM {HW} GROUP BY 1, 2 "
         f"ORDER BY 3 DESC LIMIT {int(n)}")]
 
 
@@ -361,9 +370,9 @@ def hardware_cohorts(arc: Archive, by: str | None, p: Period, n: int = 3) -> str
     for kind, code, events, hosts in top_hardware(arc, n):
         where, params = "kind = ? AND code IS NOT DISTINCT FROM ?", [kind, code]
         name = kind + (f" {code}" if code is not None else "")
-        rows = cohort_rows(arc, "telemetry", where, params)
+        rows = cohort_rows(arc, HW, where, params)
         parts.append(f"<h3>{esc(name)}: {events:,} events on {hosts:,} hosts</h3>"
-                     + epidemic_curve(arc, "", by, p, "telemetry", where, params, what=f"{name} events")
+                     + epidemic_curve(arc, "", by, p, HW, where, params, what=f"{name} events")
                      + cohort_table(rows))
     return "".join(parts) or '<p class="empty">no Xid, ECC, PCIe, NVLink or power failures in this period</p>'
 
@@ -390,18 +399,18 @@ def bad_silicon(arc: Archive, places: list[str]) -> str:
 # ---------------------------------------------------------------------- hardware telemetry
 def hardware_by_place(arc: Archive, place: str | None, p: Period) -> str:
     """Xid, uncorrected ECC and power events per place and day (a heat map per kind present)."""
-    kinds = [k for (k,) in arc.query("SELECT DISTINCT kind FROM telemetry WHERE kind IN ('xid', 'ecc_uncorrected', "
+    kinds = [k for (k,) in arc.query(f"SELECT DISTINCT kind FROM {HW} WHERE kind IN ('xid', 'ecc_uncorrected', "
                                      "'power', 'pcie', 'nvlink') ORDER BY 1")]
     if not kinds:
         return '<p class="empty">no Xid, ECC or power events in this period</p>'
-    if place not in arc.attribute_keys("telemetry"):
+    if place not in arc.attribute_keys(HW):
         place = None
     loc = f"coalesce({quote(attr_column(place))}, '?')" if place else "'fleet'"
     bin_ = "day" if p.bin == "hour" else p.bin
     parts = []
     for kind in kinds:
         rows = arc.query(f"SELECT date_trunc('{bin_}', ts) AS b, {loc} AS loc, sum(coalesce(count, 1))::BIGINT "
-                         "FROM telemetry WHERE kind = ? GROUP BY ALL", [kind])
+                         f"FROM {HW} WHERE kind = ? GROUP BY ALL", [kind])
         if not rows:
             continue
         locs = sorted({r[1] for r in rows}, key=_natural)
@@ -441,16 +450,17 @@ def what_changed(arc: Archive, history: Archive | None, p: Period) -> tuple[str,
     if p.first is not None and p.last is not None and p.last - p.first >= timedelta(days=2):
         mid = p.first + (p.last - p.first) / 2
         mid_day = mid.date()
-        keys = arc.attribute_keys("hostday")
+        cols = [attr_column(k) for k in arc.attribute_keys("hostday")]
         out = []
-        for k in keys:
-            col = quote(attr_column(k))
+        if cols:
+            sel = ", ".join(quote(c) for c in cols)
             q = arc.query(
-                f"SELECT {col}, sum(crashes) FILTER (WHERE day < ?), count(*) FILTER (WHERE day < ?), "
-                f"sum(crashes) FILTER (WHERE day >= ?), count(*) FILTER (WHERE day >= ?) FROM "
-                f"(SELECT host, day, {col}, sum(crashes) AS crashes FROM hostday GROUP BY ALL) GROUP BY 1",
-                [mid_day] * 4)
-            for v, c1, d1, c2, d2 in q:
+                f"SELECT attr, val, sum(crashes) FILTER (WHERE day < ?), count(*) FILTER (WHERE day < ?), "
+                f"sum(crashes) FILTER (WHERE day >= ?), count(*) FILTER (WHERE day >= ?) FROM (UNPIVOT "
+                f"(SELECT host, day, {sel}, sum(crashes) AS crashes FROM hostday GROUP BY ALL) "
+                f"ON COLUMNS('^attr\\.') INTO NAME attr VALUE val) GROUP BY attr, val", [mid_day] * 4)
+            for attr, v, c1, d1, c2, d2 in q:
+                k = attr[len("attr."):]
                 if v is None or not d1 or not d2 or (c2 or 0) < 10:
                     continue
                 r1, r2 = rate_per_1000(c1 or 0, d1), rate_per_1000(c2 or 0, d2)
@@ -483,6 +493,7 @@ __all__ = [
     "fmt_rate",
     "heat_map",
     "period",
+    "prepare",
     "shape_populations",
     "signature_alerts",
     "signature_cohorts",
