@@ -358,14 +358,14 @@ def top_hosts(arc: Archive, where: str, params: list[Any], limit: int = 10, tabl
 
 
 # ---------------------------------------------------------------------- signature
-def resolve_signature(arc: Archive, text: str) -> tuple[str, list[tuple[str, int]]]:
+def resolve_signature(arc: Archive, text: str, table: str = "crash") -> tuple[str, list[tuple[str, int]]]:
     """The one signature ``text`` names: exact, else the most frequent with that prefix, else containing it.
 
     Returns the signature and the other candidates (most frequent first).
     :raises NoMatch: nothing matches.
     """
     for cond in ("starts_with(signature, ?)", "contains(signature, ?)"):
-        rows = arc.query(f"SELECT signature, count(*) AS n FROM crash WHERE {cond} GROUP BY 1 ORDER BY n DESC, 1 "
+        rows = arc.query(f"SELECT signature, count(*) AS n FROM {table} WHERE {cond} GROUP BY 1 ORDER BY n DESC, 1 "
                          "LIMIT 20", [text])
         if any(s == text for s, _ in rows):
             return text, [(s, n) for s, n in rows if s != text]
@@ -382,8 +382,12 @@ def _period(arc: Archive) -> str:
 
 
 def signature_answer(arc: Archive, text: str, cohorts: int = 10) -> SignatureAnswer:
-    sig, others = resolve_signature(arc, text)
-    arc.materialize("cases", "SELECT * FROM crash WHERE signature = ?", [sig])  # one read; the rest asks these rows
+    # one read of the crash files: the rows the text could name (without the bulky frames); the signature is
+    # resolved among them, and every later question asks the signature's rows in memory
+    arc.materialize("candidates", "SELECT * EXCLUDE (frames, modules, notes) FROM crash WHERE "
+                    "starts_with(signature, ?) OR contains(signature, ?)", [text, text])
+    sig, others = resolve_signature(arc, text, "candidates")
+    arc.materialize("cases", "SELECT * FROM candidates WHERE signature = ?", [sig])
     where, p = "signature = ?", [sig]
     n, hosts, jobs, first, last = arc.query(
         f"SELECT count(*), count(DISTINCT host), count(DISTINCT job), min(ts), max(ts) FROM cases WHERE {where}", p)[0]
