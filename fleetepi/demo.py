@@ -301,7 +301,8 @@ def _demo_archive(out: Console, archive_dir: str | None, no_archive: bool) -> tu
     if no_archive:
         return None, None
     try:
-        import fleetepi.archive  # noqa: F401 - only checks that the extra is installed
+        import duckdb  # noqa: F401 - only checks that the archive extra is installed
+        import pyarrow  # noqa: F401
     except ImportError:
         if archive_dir is not None:
             raise click.ClickException("--archive needs the archive extra: pip install 'fleetepi[archive]'") from None

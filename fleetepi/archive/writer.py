@@ -281,7 +281,7 @@ class ArchiveWriter:
             self._duck = duckdb.connect()
             self._duck.execute("SET threads = 1")
             self._duck.execute("SET TimeZone = 'UTC'")
-        fd, spill = tempfile.mkstemp(prefix="fleetepi-archive-", suffix=".jsonl")
+        fd, spill = tempfile.mkstemp(prefix="fleetepi-archive-", suffix=".jsonl", dir=_SPILL_DIR)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(b"\n".join(raw))
@@ -391,11 +391,13 @@ class ArchiveWriter:
 
 
 # ---------------------------------------------------------------------- conversions
-#: DuckDB ``columns = {...}`` of each JSON table (``ts`` as text, converted like Arrow's).
+#: DuckDB ``columns = {...}`` of each JSON table; ``ts`` is parsed by DuckDB (RFC 3339, any offset).
 _DUCK_COLUMNS = {
-    name: "{" + ", ".join(f"'{f}': '{duck_type(t) if f != 'ts' else 'VARCHAR'}'" for f, t in JSON_FIELDS[name]) + "}"
+    name: "{" + ", ".join(f"'{f}': '{duck_type(t) if f != 'ts' else 'TIMESTAMPTZ'}'" for f, t in JSON_FIELDS[name]) + "}"
     for name in ("crash", "telemetry")
 }
+#: Where batches are spilled for DuckDB's reader: memory (tmpfs) where there is one.
+_SPILL_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def _read_json(name: str, buf: bytes, longest: int | None) -> pa.Table:
@@ -407,11 +409,13 @@ def _read_json(name: str, buf: bytes, longest: int | None) -> pa.Table:
 
 
 def _fix_ts(table: pa.Table) -> pa.Table:
-    """``ts`` from its RFC 3339 text to UTC milliseconds (via ns: any fraction msgspec accepts)."""
+    """``ts`` as UTC milliseconds: from RFC 3339 text (via ns: any fraction msgspec accepts) or DuckDB's µs."""
     col = table.column("ts")
     if col.type == pa.string():
         ts = pc.cast(col, pa.timestamp("ns", tz="UTC")).cast(TS, safe=False)
         table = table.set_column(table.column_names.index("ts"), "ts", ts)
+    elif col.type != TS:
+        table = table.set_column(table.column_names.index("ts"), "ts", col.cast(TS, safe=False))
     return table
 
 
