@@ -108,3 +108,10 @@ def test_writer_failure_surfaces_in_the_caller(tmp_path: Path) -> None:
     (root / "schema=host").write_text("a file where a folder must go")
     with pytest.raises(Exception, match="archive"):
         w.close()
+
+
+def test_the_format_version_is_one_number() -> None:
+    import fleetepi.archive
+    from fleetepi.archive import schema
+
+    assert fleetepi.archive.FORMAT_VERSION == schema.FORMAT_VERSION
