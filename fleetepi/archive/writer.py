@@ -123,17 +123,18 @@ class ArchiveWriter:
         self._alerts: list[Alert] = []
         self._src: dict[str, tuple[list[bytes], list[int], list[int]]] = {
             k: ([], [], []) for k in ("crash", "telemetry")}
+        self._lines_for: dict[type, list[bytes]] = {Crash: self._raw["crash"], Telemetry: self._raw["telemetry"]}
         self._n = 0
 
     def add(self, event: Event, raw: bytes | None = None) -> None:
         """Archive one accepted event; ``raw`` is the JSON it was decoded from, if at hand (cheaper)."""
-        t = type(event)
-        if t is Host:
+        lines = self._lines_for.get(type(event)) if raw is not None else None
+        if lines is not None:  # the replay's case, 99 % of calls: one lookup, one append
+            lines.append(raw)  # type: ignore[arg-type]
+        elif type(event) is Host:
             self._hosts.append(event)  # type: ignore[arg-type]
-        elif raw is not None:
-            self._raw[_KIND[t]].append(raw)
         else:
-            self._structs[_KIND[t]].append(event)
+            self._structs[_KIND[type(event)]].append(event)
         self._n += 1
         if self._n >= self.batch_events:
             self._handoff(None)
