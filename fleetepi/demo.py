@@ -15,8 +15,10 @@ for tests and for the impatient.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -30,8 +32,10 @@ from fleetepi.contract import Alert, Event, format_ts, ts_from_ms
 from fleetepi.exceptions import FleetepiError
 from fleetepi.metrics import PipelineMetrics, serve
 from fleetepi.pipeline import FanoutAlertSink, ListAlertSink, Pipeline
-from fleetepi.replay import load_config
+from fleetepi.replay import close_archive, load_config, open_archive
 
+#: Where the demo archives its run unless told otherwise (replaced on each run).
+DEMO_ARCHIVE = "fleetepi-demo-archive"
 #: Wall seconds the default run aims at.
 DEFAULT_WALL_S = 60.0
 #: Events between two progress updates.
@@ -165,8 +169,13 @@ def _simulation(hosts: int, days: float, seed: int) -> Any:
               help="YAML mapping of detector settings (fields of detectors.DetectorConfig).")
 @click.option("--exit", "exit_after", is_flag=True, help="Exit after the summary instead of serving metrics.")
 @click.option("--quiet-resolved", is_flag=True, help="Print firing alerts only.")
+@click.option("--archive", "archive_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help=f"Keep the run's events and alerts in this Parquet archive (appends). Default: {DEMO_ARCHIVE}/, "
+                   "replaced on each run.")
+@click.option("--no-archive", is_flag=True, help="Do not archive the run.")
 def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind: str, no_metrics: bool,
-                 config_path: str | None, exit_after: bool, quiet_resolved: bool) -> None:
+                 config_path: str | None, exit_after: bool, quiet_resolved: bool, archive_dir: str | None,
+                 no_archive: bool) -> None:
     """Simulate a GPU fleet, detect its outbreaks in-process, serve metrics.
 
     A fleet of --hosts hosts (GPU model, driver, BIOS, rack, datacenter) runs
@@ -187,6 +196,7 @@ def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind
       fleetepi demo                              about a minute, 500 hosts, 3 days
       fleetepi demo --speed max --exit           as fast as possible, then exit
       fleetepi demo --hosts 2000 --days 14 --speed max --no-metrics --exit
+      fleetepi report --archive fleetepi-demo-archive -o report.html   the run, as one HTML page
     """
     out = Console()
     if not out.is_terminal:  # a pipe or a file: no wrapping at 80 columns
@@ -215,7 +225,8 @@ def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind
 
     collected = ListAlertSink()
     printer = TerminalAlertSink(out, show_resolved=not quiet_resolved)
-    pipe = Pipeline(config=config, metrics=metrics, sink=FanoutAlertSink(collected, printer))
+    archive, where = _demo_archive(out, archive_dir, no_archive)
+    pipe = Pipeline(config=config, metrics=metrics, sink=FanoutAlertSink(collected, printer), archive=archive)
     interrupted = False
     try:
         _run(pipe, paced(sim.events(), pace), out, span_s)
@@ -223,7 +234,11 @@ def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind
         interrupted = True
         out.print("[yellow]interrupted: summary of what ran so far[/]")
     pipe.finish()
+    archived = close_archive(archive, where)
     out.print(summary_table(pipe.summary, title="fleetepi demo"))
+    if archived:
+        out.print(f"{archived}; look back with: fleetepi report --archive {where} -o report.html", highlight=False,
+                  markup=False)
     if sim.truth:
         from fleetepi.simulate.scoring import score_run
 
@@ -274,6 +289,32 @@ def _run(pipe: Pipeline, events: Iterable[Event], out: Console, span_s: float) -
                     f"day {elapsed / 86400:.1f} · {sum(s.events.values()):,} events · "
                     f"{sum(s.fired.values())} alerts"))
         pipe.report()
+
+
+def _demo_archive(out: Console, archive_dir: str | None, no_archive: bool) -> tuple[Any, str | None]:
+    """The run's archive writer: ``--archive DIR``, else the demo's own folder (replaced), else none.
+
+    Without the archive extra (pyarrow, duckdb) the demo still runs; it
+    says once how to get the archive.
+    """
+    if no_archive:
+        return None, None
+    try:
+        import duckdb  # noqa: F401 - only checks that the archive extra is installed
+        import pyarrow  # noqa: F401
+    except ImportError:
+        if archive_dir is not None:
+            raise click.ClickException("--archive needs the archive extra: pip install 'fleetepi[archive]'") from None
+        out.print("[dim]not archiving this run (pip install 'fleetepi[archive]' to keep it for fleetepi report)[/]")
+        return None, None
+    where = archive_dir
+    if where is None:
+        where = DEMO_ARCHIVE
+        from fleetepi.archive.layout import META_FILE
+
+        if (Path(where) / META_FILE).exists():  # the previous demo's archive: replaced, never appended to
+            shutil.rmtree(where)
+    return open_archive(where), where
 
 
 def _display_host(bind: str) -> str:

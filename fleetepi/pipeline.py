@@ -56,6 +56,18 @@ class AlertSink(Protocol):
     def emit(self, alert: Alert) -> None: ...
 
 
+class EventArchive(Protocol):
+    """Where accepted events and alerts are kept for later (``fleetepi.archive.ArchiveWriter``).
+
+    ``add`` is called once per event the engine admitted, with the JSON line
+    it was decoded from when there is one; it must be cheap (one append).
+    """
+
+    def add(self, event: Event, raw: bytes | None = None) -> None: ...
+
+    def add_alert(self, alert: Alert) -> None: ...
+
+
 class JsonlAlertSink:
     """Alerts as contract JSON, one per line, flushed at once.
 
@@ -136,6 +148,7 @@ class Pipeline:
     :param sink: where alerts go (also returned by every ``feed_*`` call).
     :param metrics: Prometheus metrics to keep current; None costs nothing.
     :param strict: raise :class:`StrictModeError` on the first bad line or admission drop.
+    :param archive: receives every admitted event and every alert (the caller closes it).
     """
 
     def __init__(
@@ -146,8 +159,10 @@ class Pipeline:
         sink: AlertSink | None = None,
         metrics: PipelineMetrics | None = None,
         strict: bool = False,
+        archive: EventArchive | None = None,
     ) -> None:
         self.engine = engine if engine is not None else Engine(config)
+        self.archive = archive
         self.sink = sink
         self.metrics = metrics
         self.strict = strict
@@ -204,7 +219,7 @@ class Pipeline:
             self._record_invalid(exc.reason, exc.detail)
             return []
         self.summary.lines += 1
-        return self._process(event, lineno)
+        return self._process(event, lineno, line if isinstance(line, bytes) else None)
 
     def feed_event(self, event: Event, lineno: int | None = None) -> list[Alert]:
         """Process one decoded event (a stream worker's or the demo's entry point); counts as a record read."""
@@ -212,10 +227,12 @@ class Pipeline:
         self.summary.lines += 1
         return self._process(event, lineno)
 
-    def _process(self, event: Event, lineno: int | None) -> list[Alert]:
+    def _process(self, event: Event, lineno: int | None, raw: bytes | None = None) -> list[Alert]:
         self._line = lineno
         self._dropped = False
         alerts = self.engine.process(event)
+        if self.archive is not None and not self._dropped:
+            self.archive.add(event, raw)
         m = self.metrics
         if m is not None:
             if not self._dropped:
@@ -252,6 +269,8 @@ class Pipeline:
                 self.metrics.observe_alert(a)
             if self.sink is not None:
                 self.sink.emit(a)
+            if self.archive is not None:
+                self.archive.add_alert(a)
 
     def report(self) -> None:
         """Refresh the slow-moving numbers (watermark, hosts, event counts) in the summary and metrics."""
@@ -270,6 +289,8 @@ class Pipeline:
         """
         if self.metrics is not None or self.strict:
             return self._run_general(lines, progress)
+        if self.archive is not None:
+            return self._run_fast_archived(lines, progress)
         return self._run_fast(lines, progress)
 
     def _run_general(self, lines: Iterable[bytes], progress: Callable[[], None] | None) -> RunSummary:
@@ -325,6 +346,48 @@ class Pipeline:
                 if not lineno & mask and progress is not None:
                     progress()
         finally:  # also when the input breaks mid-way: the summary counts what was read
+            summary.lines += lineno - start - blank
+            self._line = lineno
+            self._stop()
+        return summary
+
+    def _run_fast_archived(self, lines: Iterable[bytes], progress: Callable[[], None] | None) -> RunSummary:
+        """:meth:`_run_fast` plus the archive: each admitted event's line is handed over as it was read.
+
+        A loop of its own so that a replay without ``--archive`` pays
+        nothing for it; here the extra per line is one flag reset and one
+        ``add`` (an append: ``fleetepi.archive.writer``).
+        """
+        self._start()
+        summary = self.summary
+        process = self.engine.process
+        add = self.archive.add  # type: ignore[union-attr]
+        decode = decode_event
+        mask = REPORT_EVERY - 1
+        lineno = start = self._line or 0
+        blank = 0
+        try:
+            for line in lines:
+                lineno += 1
+                try:
+                    event = decode(line)
+                except InvalidMessage as exc:
+                    if not line.strip():
+                        blank += 1
+                        continue
+                    self._line = lineno
+                    self._record_invalid(exc.reason, exc.detail)
+                    continue
+                self._line = lineno
+                self._dropped = False
+                alerts = process(event)
+                if not self._dropped:
+                    add(event, line)
+                if alerts:
+                    self._emit(alerts)
+                if not lineno & mask and progress is not None:
+                    progress()
+        finally:
             summary.lines += lineno - start - blank
             self._line = lineno
             self._stop()
@@ -400,6 +463,7 @@ def replay_lines(
 
 __all__ = [
     "AlertSink",
+    "EventArchive",
     "FanoutAlertSink",
     "InvalidSample",
     "JsonlAlertSink",

@@ -36,6 +36,35 @@ def load_config(path: str | Path | None) -> DetectorConfig:
     return load(path, DetectorConfig)
 
 
+def open_archive(archive_dir: str | None) -> Any:
+    """An ``ArchiveWriter`` for ``--archive DIR`` (None without it); a clear error if pyarrow is missing."""
+    if archive_dir is None:
+        return None
+    try:
+        from fleetepi.archive import ArchiveError, ArchiveWriter
+    except ImportError as exc:
+        raise click.ClickException(f"--archive needs the archive extra ({exc}): pip install 'fleetepi[archive]'") from None
+    try:
+        return ArchiveWriter(archive_dir)
+    except ArchiveError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def close_archive(archive: Any, archive_dir: str | None) -> str:
+    """Write what the archive still stages; returns the line for the summary ('' without an archive)."""
+    if archive is None:
+        return ""
+    from fleetepi.archive import ArchiveError
+
+    try:
+        archive.close()
+    except ArchiveError as exc:
+        raise click.ClickException(f"archive {archive_dir}: {exc}") from None
+    st = archive.stats
+    return (f"archived {sum(v for k, v in st.rows.items() if k != 'hostday'):,} rows to {archive_dir} "
+            f"({st.files} files, {st.bytes / 1e6:.1f} MB)")
+
+
 def _progress(console: Console) -> Progress:
     return Progress(
         TextColumn("[bold]replay"),
@@ -63,9 +92,13 @@ def _progress(console: Console) -> Progress:
 @click.option("--metrics-bind", default=DEFAULT_BIND, show_default=True, help="Address for --metrics-port.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
+@click.option("--archive", "archive_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Also keep every accepted event and alert in this Parquet archive (for `fleetepi investigate` "
+                   "and `fleetepi report`); appends if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary table.")
 def replay_command(input_path: str, output_path: str, strict: bool, config_path: str | None,
-                   metrics_port: int | None, metrics_bind: str, progress: bool | None, quiet: bool) -> None:
+                   metrics_port: int | None, metrics_bind: str, progress: bool | None, quiet: bool,
+                   archive_dir: str | None) -> None:
     """Run the detectors over recorded events and write the alerts.
 
     Bad lines (malformed JSON, unknown schema, missing or invalid fields,
@@ -77,6 +110,7 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
     Examples:
       fleetepi simulate -o events.jsonl.gz && fleetepi replay -i events.jsonl.gz -o alerts.jsonl
       zcat events.jsonl.gz | fleetepi replay -i - | jq -c 'select(.state=="firing")'
+      fleetepi replay -i events.jsonl.gz -o alerts.jsonl --archive arch && fleetepi report --archive arch
     """
     err = Console(stderr=True)
     with config_errors():
@@ -91,9 +125,10 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
             raise click.ClickException(f"cannot serve metrics on {metrics_bind}:{metrics_port}: {exc}") from None
     show_progress = err.is_terminal if progress is None else progress
     damaged: str | None = None
+    archive = open_archive(archive_dir)
     try:
         with batch_gc(), open_input(input_path) as source, open_output(output_path) as out:
-            pipe = Pipeline(config=config, sink=JsonlAlertSink(out), metrics=metrics, strict=strict)
+            pipe = Pipeline(config=config, sink=JsonlAlertSink(out), metrics=metrics, strict=strict, archive=archive)
             try:
                 if show_progress:
                     _run_with_progress(pipe, source, err)
@@ -114,8 +149,11 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
     finally:
         if server is not None:
             server.shutdown()
+        archived = close_archive(archive, archive_dir)
     if not quiet:
         err.print(summary_table(pipe.summary, title=f"fleetepi replay {input_path}"))
+        if archived:
+            err.print(archived, highlight=False, markup=False)
     if damaged:
         raise click.ClickException(damaged)
 
@@ -131,4 +169,4 @@ def _run_with_progress(pipe: Pipeline, source: LineSource, err: Console) -> None
         pipe.run(source, tick)
 
 
-__all__ = ["load_config", "replay_command"]
+__all__ = ["close_archive", "load_config", "open_archive", "replay_command"]

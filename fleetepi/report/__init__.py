@@ -1,0 +1,1 @@
+"""``fleetepi report``: one self-contained HTML page of what the archive knows."""
