@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.modules.setdefault("detectors", importlib.import_module("fleetepi.detectors"))  # the fixtures' STEP_MS reads it
 _spec = importlib.util.spec_from_file_location("fleetepi_stream_fixtures", ROOT / "tests" / "stream" / "conftest.py")
 assert _spec is not None and _spec.loader is not None
 fixtures = importlib.util.module_from_spec(_spec)
@@ -83,6 +82,10 @@ class FaultRun:
         return self.lost == 0 and self.dropped == 0 and (self.skewed or not (self.missing or self.extra))
 
 
+#: Partitions of the input topics of a run.
+PARTITIONS = 4
+
+
 def simulated_events(hosts: int, days: float, seed: int, skew_hosts: int, skew_h: float) -> list[Any]:
     """The simulator's events, in file order; the first ``skew_hosts`` hosts' clocks off by ``skew_h`` hours."""
     import msgspec
@@ -90,7 +93,9 @@ def simulated_events(hosts: int, days: float, seed: int, skew_hosts: int, skew_h
     from fleetepi.contract import Host
     from fleetepi.simulate import SimConfig, simulate
 
-    events = list(simulate(SimConfig(hosts=hosts, days=days, seed=seed)).events())
+    sim = simulate(SimConfig(hosts=hosts, days=days, seed=seed))
+    events = list(sim.events())
+    events += fixtures.closing_events(events, sim.end_ms, PARTITIONS)  # the last boundaries get decided
     if not skew_hosts:
         return events
     skewed = sorted({e.host for e in events if isinstance(e, Host)})[:skew_hosts]

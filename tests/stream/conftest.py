@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,28 @@ SIM = {"hosts": 300, "days": 2.0, "seed": 5}
 PARTITIONS = 4
 
 
+def closing_events(events: Iterable[Any], end_ms: int, partitions: int) -> list[Any]:
+    """Events that close a recording: every input partition's event time passes its end.
+
+    Half an hour after ``end_ms``: a cool reading from every host and one
+    crash on a host of each crash partition. The workers merge their sources
+    in event time (``fleetepi.stream.state``), so they decide the last step
+    boundaries only once every source is past them; the embedded engine does
+    at once. The crashes share one step: no detector takes them for news.
+    """
+    from kafka.partitioner.default import murmur2
+
+    from fleetepi.contract import Crash, Telemetry, ts_from_ms
+
+    end = ts_from_ms(end_ms + 1_800_000)
+    hosts = sorted({e.host for e in events if type(e).__name__ == "Host"})
+    per_partition: dict[int, str] = {}
+    for h in hosts:
+        per_partition.setdefault((murmur2(h.encode()) & 0x7FFFFFFF) % partitions, h)
+    return ([Telemetry(ts=end, host=h, kind="thermal", value=40.0) for h in hosts]
+            + [Crash(ts=end, host=h, signature="fleetepi-test!end-of-recording") for h in per_partition.values()])
+
+
 def last_boundary(path: Path) -> int:
     """The last step boundary at or before the recording's last event (what the embedded run decides)."""
     from fleetepi.contract import decode_event
@@ -47,30 +69,15 @@ def last_boundary(path: Path) -> int:
 @pytest.fixture(scope="session")
 def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A simulated fleet's recorded events (JSON lines), hosts first."""
-    from fleetepi.contract import Telemetry, encode, ts_from_ms
+    from fleetepi.contract import encode
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
 
     path = tmp_path_factory.mktemp("stream-events") / "events.jsonl"
     sim = simulate(SimConfig(**SIM))
     write_jsonl(sim, path)
-    from kafka.partitioner.default import murmur2
-
-    from fleetepi.contract import Crash
-
-    # Half an hour after the end, an event on every input partition (a cool reading from every host,
-    # one crash on a host of each crash partition): every source's event time passes the last step
-    # boundaries, so the workers, which merge their sources in event time, decide them as the
-    # embedded engine does. The four crashes share a step: no detector takes them for news.
-    end = ts_from_ms(sim.end_ms + 1_800_000)
-    hosts = sorted({e.host for e in sim.events() if type(e).__name__ == "Host"})
-    per_partition: dict[int, str] = {}
-    for h in hosts:
-        per_partition.setdefault((murmur2(h.encode()) & 0x7FFFFFFF) % PARTITIONS, h)
     with open(path, "ab") as fh:
-        for h in hosts:
-            fh.write(encode(Telemetry(ts=end, host=h, kind="thermal", value=40.0)) + b"\n")
-        for h in per_partition.values():
-            fh.write(encode(Crash(ts=end, host=h, signature="fleetepi-test!end-of-recording")) + b"\n")
+        for e in closing_events(sim.events(), sim.end_ms, PARTITIONS):
+            fh.write(encode(e) + b"\n")
     return path
 
 
