@@ -163,6 +163,13 @@ class DetectorConfig:
     #: A firing cohort resolves when no scale is significant at this level.
     corr_resolve_alpha: float = 1e-3
 
+    # ---- incidents (rack escalation) ----
+    #: A place (the finest attribute nested in another: a rack) escalates when at least this share of
+    #: its hosts, and at least ``escalate_min_hosts``, paged within ``escalate_window_s``.
+    escalate_share: float = 0.5
+    escalate_min_hosts: int = 3
+    escalate_window_s: float = 3600.0
+
     # ---- telemetry ----
     #: One event's error count is clipped to this (one ECC storm report must not be 10^6 units).
     tel_max_n: int = 1000
@@ -201,7 +208,7 @@ class DetectorConfig:
                 raise ConfigError(f"{name} needs windows of >= step_s ({self.step_s} s), shortest first")
         for name in ("sig_alpha", "sig_resolve_alpha", "host_alpha", "host_resolve_alpha", "chronic_alpha",
                      "corr_fdr", "corr_alpha", "corr_explain_alpha", "corr_rise_alpha", "corr_resolve_alpha",
-                     "burst_alpha", "loop_min_share", "silicon_min_share"):
+                     "burst_alpha", "loop_min_share", "silicon_min_share", "escalate_share"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if self.max_keys < 1 or self.jump_quorum_hosts < 1 or self.max_held_events < 0:

@@ -37,7 +37,9 @@ from fleetepi.detectors.base import Context, Detector
 from fleetepi.detectors.cases import CaseMaker, canonical
 from fleetepi.detectors.config import DetectorConfig
 from fleetepi.detectors.decay import DecayClock
+from fleetepi.detectors.incidents import Escalation
 from fleetepi.detectors.inventory import Inventory
+from fleetepi.detectors.maintenance import Maintenance, Window
 from fleetepi.detectors.registry import build_detectors, clock_scales
 from fleetepi.detectors.windows import HOUR_MS
 
@@ -67,7 +69,7 @@ def _wall_clock_ms() -> int:
 
 
 #: Bumped when the layout of ``Engine.snapshot`` changes.
-ENGINE_STATE_VERSION = "engine/3"
+ENGINE_STATE_VERSION = "engine/4"
 #: How often idle state is forgotten (event time): a few times a day is plenty for month-long kernels.
 SWEEP_MS = 6 * HOUR_MS
 #: Most step boundaries evaluated to cross one gap in event time (30 days of 5-minute steps).
@@ -91,6 +93,10 @@ class Engine:
         self.ctx = Context(c, self.inventory, self.clock)
         self.detectors: list[Detector] = build_detectors(c, self.clock, detectors)
         self.cases = CaseMaker.new(c)
+        #: planned work: windows from a file or Alertmanager's silences (``set_maintenance``)
+        self.maintenance = Maintenance()
+        #: rack escalation and incident ids, over every step's alerts
+        self.escalation = Escalation(int(c.escalate_window_s * 1000), c.escalate_share, c.escalate_min_hosts)
         self.watermark_ms: int | None = None
         self._next_tick_ms: int | None = None
         self._step_ms = c.step_ms
@@ -265,6 +271,8 @@ class Engine:
         out: list[Alert] = []
         for det in self.detectors:
             out.extend(det.decide(at_ms, horizon, ctx))
+        if out or self.escalation.pages or self.escalation.escalated:
+            out = self.escalation.process(out, at_ms, self.inventory)
         if at_ms >= self._next_sweep_ms:
             self._next_sweep_ms = at_ms + SWEEP_MS
             for det in self.detectors:
@@ -292,7 +300,7 @@ class Engine:
             if type(event) is Host:
                 inv.announce(event.host, ts_ms, event.attributes)
         keys_at, ctx, make, dets = inv.keys_at, self.ctx, self.cases.case, self.detectors
-        quiet = self.cases.quiet_reading
+        quiet, maintenance = self.cases.quiet_reading, self.maintenance
         for ts_ms, _, event in ready:
             if type(event) is Host:
                 continue
@@ -300,14 +308,18 @@ class Engine:
             if quiet(event):
                 continue  # a reading below its threshold on a device that was not hot: nothing to count
             keys = keys_at(event.host, ts_ms)
-            if keys is None:
-                self.flags["in_maintenance"] += 1
+            if keys is None or (maintenance.windows and maintenance.covers(event.host, keys, ts_ms)):
+                self.flags["in_maintenance"] += 1  # planned work: neither a case nor a baseline
                 continue
             case = make(event, ts_ms, keys)
             if not case.is_crash and case.errors <= 0:
                 continue  # a reading below its threshold: nothing any detector counts
             for det in dets:
                 det.fold(case, ctx)
+
+    def set_maintenance(self, windows: list[Window]) -> None:
+        """Replace the maintenance windows (besides hosts announced with a ``maintenance`` attribute)."""
+        self.maintenance.set(windows)
 
     @property
     def decided_ms(self) -> int | None:
@@ -370,6 +382,8 @@ class Engine:
             "held": [[t, s, encode(e).decode()] for t, s, e in self._held],
             "inventory": self.inventory.snapshot(),
             "cases": self._to_builtins(self.cases),
+            "maintenance": self._to_builtins(self.maintenance.windows),
+            "escalation": self._to_builtins(self.escalation),
             "detectors": {d.name: {"version": d.state_version, "state": d.snapshot()} for d in self.detectors},
             "announced": dict(self.announced),
             "events": dict(self.events),
@@ -412,6 +426,8 @@ class Engine:
             self._held_first[h] = min(t, self._held_first.get(h, t))
         self.inventory.restore(state["inventory"])
         self.cases = msgspec.convert(state["cases"], CaseMaker)
+        self.maintenance.set(msgspec.convert(state["maintenance"], list[Window]))
+        self.escalation = msgspec.convert(state["escalation"], Escalation)
         for d in self.detectors:
             d.restore(dets[d.name]["state"])
         self.announced = {str(h): int(t) for h, t in state.get("announced", {}).items()}

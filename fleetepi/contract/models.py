@@ -169,6 +169,9 @@ class Alert(_Message, tag=ALERT_SCHEMA):
     lower_ci: float | None = None
     upper_ci: float | None = None
     notes: list[str] | None = None
+    #: the place this alert escalates to, ``attribute=value`` (a host's rack; an escalation's own): the
+    #: label Alertmanager's inhibit rule holds host pages under their rack's escalation by
+    escalation: str | None = None
 
     @property
     def is_page(self) -> bool:
