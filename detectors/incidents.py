@@ -86,20 +86,20 @@ class Escalation(Struct):
             if a.host is None and a.attribute in chain and a.value is not None and a.finding != "rack_escalation":
                 # a cohort alert on a place (rack r07 over-represented) already is that place's incident:
                 # its hosts' pages are held under it
-                unit = pair_key(a.attribute, a.value)
-                if a.state == "firing" and a.is_page and unit not in self.escalated:
-                    channel = f"{a.telemetry_kind}:{a.code}" if a.code is not None else (a.telemetry_kind or "")
-                    self.escalated[unit] = (a.incident or f"{a.attribute}={a.value}", a.kind, now_ms, "")
-                    self._by_alert.add(unit)
+                place = pair_key(a.attribute, a.value)
+                if a.state == "firing" and a.is_page and place not in self.escalated:
+                    self.escalated[place] = (a.incident or f"{a.attribute}={a.value}", a.kind, now_ms, "")
+                    self._by_alert.add(place)
                 out.append(msgspec.structs.replace(a, escalation=f"{a.attribute}={a.value}"))
                 continue
             if a.host is None or a.attribute is not None:
                 out.append(a)
                 continue
-            unit = self.unit_of(a.host, inventory)
-            if unit is None:
+            found = self.unit_of(a.host, inventory)
+            if found is None:
                 out.append(a)
                 continue
+            unit = found
             attr, value = split_key(unit)
             esc = f"{attr}={value}"
             changes: dict[str, object] = {"escalation": esc}
