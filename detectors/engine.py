@@ -68,6 +68,8 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_NONE: list[Alert] = []  # returned, never mutated: the common "no alerts" answer
+
 #: Bumped when the layout of ``Engine.snapshot`` changes.
 ENGINE_STATE_VERSION = "engine/4"
 #: How often idle state is forgotten (event time): a few times a day is plenty for month-long kernels.
@@ -104,6 +106,9 @@ class Engine:
         self._lateness_ms = int(c.allowed_lateness_s * 1000)
         self._future_ms = int(c.max_future_s * 1000)
         self._jump_ms = int(c.max_jump_s * 1000)
+        self._thermal_c = c.thermal_threshold_c
+        #: hosts with a hot thermal reading admitted but not folded yet (their cool readings re-arm)
+        self._hot_buffered: set[str] = set()
         #: admitted crashes and telemetry not folded yet: (ts_ms, seq, event)
         self._buffer: list[tuple[int, int, Crash | Telemetry]] = []
         #: events held aside for clock skew: a heap of (ts_ms, seq, event)
@@ -149,40 +154,63 @@ class Engine:
         return self._admit(event, ts_ms)
 
     def _admit(self, event: Event, ts_ms: int) -> list[Alert]:
+        # Hot path (bench/replay.py): the commonest event, a cool thermal reading while no device
+        # is hot (or about to be), is counted and dropped here: no detector would count it.
         wm = self.watermark_ms
-        out: list[Alert] = []
         if wm is not None and ts_ms < wm - self._lateness_ms:
             return self._reject("out_of_order", event, ts_ms)
-        if type(event) is Host:
-            self.events["host"] += 1
+        etype = type(event)
+        events = self.events
+        if etype is Host:
+            events["host"] += 1
             first = self.announced.get(event.host)
             if first is None or ts_ms < first:
                 self.announced[event.host] = ts_ms
+            buffer = True
         else:
-            self.events["crash" if type(event) is Crash else "telemetry"] += 1
-            first = self.announced.get(event.host)  # type: ignore[union-attr]
+            host = event.host  # type: ignore[union-attr]
+            first = self.announced.get(host)
             if first is None or first > ts_ms:
                 self.invalid["unknown_host"] += 1
                 if self.on_invalid is not None:
                     self.on_invalid("unknown_host", event, ts_ms)
-        if self.detectors:  # an input stage's engine only admits and counts
+            if etype is Telemetry:
+                events["telemetry"] += 1
+                buffer = self._wanted(event)  # type: ignore[arg-type]
+            else:
+                events["crash"] += 1
+                buffer = True
+        if buffer and self.detectors:  # an input stage's engine only admits and counts
             if ts_ms < self._folded_ms:
                 self.flags["folded_late"] += 1
             self._seq += 1
             self._buffer.append((ts_ms, self._seq, event))  # type: ignore[arg-type]
-        if wm is None or ts_ms > wm:
-            self.watermark_ms = ts_ms
-            if wm is None:
-                self.clock.ref_ms = ts_ms - ts_ms % self._step_ms  # decayed counts inflate from here
-            # held events now within reach go in first: a boundary is decided with every event
-            # dated before it, whether it was held on the way or not
-            if self._held:
-                out.extend(self._release(ts_ms + self._jump_ms))
-            if self._next_tick_ms is None:
-                self._next_tick_ms = ts_ms - ts_ms % self._step_ms + self._step_ms
-            elif self.watermark_ms >= self._next_tick_ms:
-                out.extend(self._tick(self.watermark_ms))
+        if wm is not None and ts_ms <= wm:
+            return _NONE
+        out: list[Alert] = []
+        self.watermark_ms = ts_ms
+        if wm is None:
+            self.clock.ref_ms = ts_ms - ts_ms % self._step_ms  # decayed counts inflate from here
+        # held events now within reach go in first: a boundary is decided with every event
+        # dated before it, whether it was held on the way or not
+        if self._held:
+            out.extend(self._release(ts_ms + self._jump_ms))
+        if self._next_tick_ms is None:
+            self._next_tick_ms = ts_ms - ts_ms % self._step_ms + self._step_ms
+        elif self.watermark_ms >= self._next_tick_ms:
+            out.extend(self._tick(self.watermark_ms))
         return out
+
+    def _wanted(self, tel: Telemetry) -> bool:
+        """Does a detector count this reading? A cool thermal reading does not, unless a device of its
+        host is hot or may be (a hot reading of the host is still buffered): then it re-arms it."""
+        if tel.kind == "thermal":
+            value = tel.value
+            if value is not None and value < self._thermal_c:
+                return bool(self.cases.thermal.hot) or tel.host in self._hot_buffered
+            self._hot_buffered.add(tel.host)
+            return True
+        return tel.count != 0
 
     def _reject(self, reason: str, event: Event, ts_ms: int) -> list[Alert]:
         self.invalid[reason] += 1
@@ -293,6 +321,8 @@ class Engine:
         self._buffer = [x for x in buf if x[0] >= horizon_ms] if len(ready) < len(buf) else []
         ready.sort(key=_by_time)
         _canonical_ties(ready)
+        self._hot_buffered = {x[2].host for x in self._buffer
+                              if type(x[2]) is Telemetry and x[2].kind == "thermal"} if self._hot_buffered else set()
         inv = self.inventory
         # announcements first: the inventory at a boundary holds those dated before its horizon,
         # whenever they arrived (the stream workers bring theirs in the same way)
