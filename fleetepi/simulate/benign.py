@@ -89,8 +89,9 @@ class BenignDraw:
     crashes: list[CrashTable] = field(default_factory=list)
     telemetry: list[TelemetryTable] = field(default_factory=list)
     labels: list[Benign] = field(default_factory=list)
-    #: Hosts a benign phenomenon lives on (outbreaks pick other hosts).
+    #: Hosts a benign phenomenon lives on, and background signatures it uses (outbreaks pick others).
     hosts: set[int] = field(default_factory=set)
+    signatures: set[int] = field(default_factory=set)
 
 
 class BenignGenerator:
@@ -152,6 +153,7 @@ class BenignGenerator:
             h = int(hosts[j])
             if rng.random() < 0.5 and app:  # a known bug the pod hits at start-up
                 sig = app[int(rng.integers(len(app)))]
+                self.out.signatures.add(sig)
             else:  # a misconfigured pod: a signature nobody has seen before
                 while True:
                     info = catalog.make_signatures(1, rng)[0]
@@ -229,11 +231,10 @@ class BenignGenerator:
     def static_associations(self, bg: CrashTable) -> None:
         """Re-place some signatures' background crashes so their cohort holds RR x its share."""
         cfg, f, rng = self.cfg, self.fleet, self.rng
-        # signatures frequent enough for a 2-4x ratio to be visible over days, not so frequent they dominate
-        cands = [i for i in np.argsort(-self.rates).tolist()[5:] if 0.1 <= self.rates[i] <= 5.0]
-        if not cands:
-            cands = np.argsort(-self.rates).tolist()[:50]
+        # signatures frequent enough for a 2-4x ratio to be visible over days (ranks 3-20), not the very top
+        cands = np.argsort(-self.rates).tolist()[2:20]
         chosen = rng.choice(cands, size=min(cfg.static_associations, len(cands)), replace=False)
+        self.out.signatures.update(int(x) for x in chosen)
         for sig in chosen.tolist():
             cohort, key, value = self.pick_cohort((0.1, 0.45))
             rr = float(rng.uniform(2.0, 4.0))

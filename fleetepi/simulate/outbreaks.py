@@ -108,17 +108,18 @@ class Injector:
     :param sig_shape: each signature's usual shape; a list is extended in place as signatures are added.
     :param background: the background crash table (``rising_static`` re-places rows of it).
     :param avoid_hosts: hosts a benign phenomenon lives on (host outbreaks pick others).
+    :param avoid_signatures: background signatures a benign phenomenon uses (outbreaks pick others).
     """
 
     def __init__(self, cfg: SimConfig, fleet: Fleet, signatures: list[SignatureInfo], rates: np.ndarray,
                  sig_shape: np.ndarray | list[int], rng: np.random.Generator, background: CrashTable | None = None,
-                 avoid_hosts: set[int] | None = None) -> None:
+                 avoid_hosts: set[int] | None = None, avoid_signatures: set[int] | None = None) -> None:
         self.cfg, self.fleet, self.signatures, self.rates, self.rng = cfg, fleet, signatures, rates, rng
         self.sig_shape = sig_shape if isinstance(sig_shape, list) else list(sig_shape)
         self.background = background
         self.used_hosts: set[int] = set(avoid_hosts or ())
         self.used_racks: set[int] = set()
-        self.used_sigs: set[int] = set()
+        self.used_sigs: set[int] = set(avoid_signatures or ())
         self.warmup_ms = int(min(cfg.warmup_days, 0.3 * cfg.days) * DAY_MS)
         self.out = Injected()
         self.p_host = fleet.propensity / fleet.propensity.sum()
@@ -459,17 +460,25 @@ class Injector:
     def hw_rack_existing(self, i: int, spec: OutbreakSpec) -> None:
         """A common, existing signature confined to one rack (issue 9: raised no alert at all)."""
         f, rng = self.fleet, self.rng
-        r = self.pick_rack()
+        full = [x for x in range(len(f.racks)) if (f.rack_of == x).sum() == self.cfg.hosts_per_rack
+                and x not in self.used_racks] or list(range(len(f.racks)))
+        r = full[int(rng.integers(len(full)))]
+        self.used_racks.add(r)
         s, e = self.window(spec, (12.0, 48.0))
         in_rack = np.flatnonzero(f.rack_of == r)
-        extra_day = spec.strength or float(rng.uniform(80.0, 200.0))
         target = float(rng.uniform(9.0, 38.0))
         share = self.share_of(in_rack)
         cands = np.array([j for j in range(len(self.rates)) if j not in self.used_sigs])
-        implied = 1 + extra_day / (self.rates[cands] * 24 * share)
-        sig = int(cands[int(np.argmin(np.abs(np.log(implied / target))))])
+        base_day = self.rates[cands] * 24 * share  # the signature's own crashes in this rack per day
+        need = (target - 1) * base_day
+        # a signature common enough that 80-200 extra crashes a day make the drawn relative risk
+        miss = np.maximum(80.0 - need, 0) + np.maximum(need - 200.0, 0)
+        best = np.flatnonzero(miss == miss.min())
+        sig = int(cands[int(best[int(rng.integers(len(best)))])])
         self.used_sigs.add(sig)
-        rr = 1 + extra_day / (float(self.rates[sig]) * 24 * share)
+        b = float(self.rates[sig]) * 24 * share
+        extra_day = spec.strength or float(np.clip((target - 1) * b, 80.0, 200.0))
+        rr = 1 + extra_day / b
         ts = self.times(extra_day / 24, s, e)
         hosts = self.by_propensity(in_rack, len(ts))
         name, rack = self.signatures[sig].signature, f.racks[r]
@@ -492,7 +501,7 @@ class Injector:
         cohort = np.flatnonzero(f.initial["gpu_model"] == model)
         s, e = self.window(spec, (12.0, 48.0))
         rr = spec.strength or float(np.exp(rng.uniform(np.log(3.0), np.log(15.0))))
-        sig = self.existing_signature(0.3, 3.0)
+        sig = self.existing_signature(1.0, 5.0)
         share = self.share_of(cohort)
         # extra cases make the cohort's per-host rate rr times the rest's
         extra = float(self.rates[sig]) * share * (rr - 1)
@@ -539,10 +548,10 @@ class Injector:
         f, rng, bg = self.fleet, self.rng, self.background
         if bg is None:
             raise SimulationConfigError(f"{spec.template} needs the background crash table")
-        s, e = self.window(spec, (12.0, 48.0))
+        s, e = self.window(spec, (24.0, 72.0))
         cohort, key, value = pick_cohort(f, rng, (0.1, 0.4), ("gpu_model", "sku", "node_pool", "kernel",
                                                                "nic_firmware"))
-        sig = self.existing_signature(0.3, 3.0)
+        sig = self.existing_signature(1.0, 5.0)
         rr0 = float(rng.uniform(1.8, 2.5))
         rr1 = spec.strength or float(rng.uniform(6.0, 15.0))
         rows = np.flatnonzero(bg.sig == sig)
@@ -550,8 +559,11 @@ class Injector:
         w[cohort] *= rr0
         bg.host[rows] = rng.choice(len(f), size=len(rows), p=w / w.sum())
         bg.origin[rows] = STATIC
-        cohort_rate = float(self.rates[sig]) * w[cohort].sum() / w.sum()
-        ts = self.times(cohort_rate * (rr1 / rr0 - 1), s, e)
+        cohort_rate = float(self.rates[sig] * w[cohort].sum() / w.sum())
+        # at least one extra crash every two hours: a rise nobody could see in weeks is not this template
+        extra = max(cohort_rate * (rr1 / rr0 - 1), 0.5)
+        rr1 = rr0 * (1 + extra / cohort_rate)
+        ts = self.times(extra, s, e)
         hosts = self.by_propensity(cohort, len(ts))
         name, attr = self.signatures[sig].signature, f.key(key)
         self.out.benign.append(static_label(f, self.cfg, name, key, value, cohort, rr0, len(rows)))
@@ -570,8 +582,8 @@ class Injector:
         f, rng = self.fleet, self.rng
         s, e = self.long_window(spec)
         cohort, key, value = pick_cohort(f, rng, (0.08, 0.3), WEAROUT_KEYS)
-        sig = self.existing_signature(0.2, 2.0)
-        rr_end = spec.strength or float(rng.uniform(5.0, 20.0))
+        sig = self.existing_signature(0.5, 3.0)
+        rr_end = spec.strength or float(rng.uniform(8.0, 25.0))
         peak = float(self.rates[sig]) * self.share_of(cohort) * (rr_end - 1)
         ts = self.ramp_times(peak, s, e)
         hosts = self.by_propensity(cohort, len(ts))

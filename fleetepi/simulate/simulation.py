@@ -179,7 +179,7 @@ def simulate(cfg: SimConfig | None = None) -> Simulation:
     shapes = list(sig_shape)  # grows as benign phenomena and outbreaks add signatures
     benign = BenignGenerator(cfg, fleet, signatures, rates, shapes, rng).run(bg_c)
     injected = Injector(cfg, fleet, signatures, rates, shapes, rng, background=bg_c,
-                        avoid_hosts=benign.hosts).run(cfg.outbreaks)
+                        avoid_hosts=benign.hosts, avoid_signatures=benign.signatures).run(cfg.outbreaks)
     crashes = concat([bg_c, burst_c, *benign.crashes, *injected.crashes], CrashTable)
     telemetry = concat([bg_t, burst_t, *benign.telemetry, *injected.telemetry], TelemetryTable)
     # Nothing past the end of the run (bursts and storms near the end are cut).
