@@ -80,10 +80,13 @@ TARGETS = {"recall": 0.95, "pages_per_1k_host_day": 0.2, "median_delay_s": 3600.
 def load_engine() -> tuple[Any, str | None]:
     """The detectors' Engine class, or the reason it cannot be imported (they are written in parallel)."""
     try:
-        from fleetepi.detectors import Engine  # noqa: PLC0415
+        from fleetepi.detectors import DetectorConfig, Engine  # noqa: PLC0415
 
-        Engine()  # the registry imports every detector module here
-        return Engine, None
+        def build() -> Any:
+            return Engine(DetectorConfig())  # default settings: what a new user runs
+
+        build()  # the registry imports every detector module here
+        return build, None
     except Exception as exc:  # noqa: BLE001 - any import/build failure: benchmark the baselines alone
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -381,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="seeds streamed in parallel")
     ap.add_argument("--grace-h", type=float, default=DEFAULT_GRACE_S / 3600)
     ap.add_argument("--no-r", action="store_true", help="skip the R surveillance baselines")
+    ap.add_argument("--r-methods", default=",".join(SURVEILLANCE_METHODS),
+                    help="R methods to run (farrington is the slowest: ~60 %% of the R time on noisy)")
     ap.add_argument("--no-detectors", action="store_true", help="score the baselines alone")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/bench/detection.md")
     ap.add_argument("--md", type=Path, default=ROOT / "docs" / "bench" / "detection.md")
@@ -423,16 +428,20 @@ def main(argv: list[str] | None = None) -> int:
         a = time.perf_counter()
         cfg = SurveillanceConfig(warmup_h=max(1, preset_runs[0]["warmup_h"]))
         try:
-            res = run_surveillance([(str(r["seed"]), r["series"]) for r in preset_runs], cfg)
+            res = run_surveillance([(str(r["seed"]), r["series"]) for r in preset_runs], cfg, methods=r_methods)
         except BaselineError as exc:
             console.print(f"[red]surveillance baselines failed on {name}: {escape(str(exc))}[/]")
             res = {}
         t_r[name] = time.perf_counter() - a
-        console.log(f"Rscript on {name} ({', '.join(SURVEILLANCE_METHODS)}): {t_r[name]:.0f} s")
+        console.log(f"Rscript on {name} ({', '.join(r_methods)}): {t_r[name]:.0f} s")
         return res
 
+    r_methods = tuple(m for m in args.r_methods.split(",") if m)
+    unknown = set(r_methods) - set(SURVEILLANCE_METHODS)
+    if unknown:
+        raise SystemExit(f"unknown R method(s) {', '.join(sorted(unknown))}; known: {', '.join(SURVEILLANCE_METHODS)}")
     surv: dict[str, Any] = {}
-    if not args.no_r:
+    if not args.no_r and r_methods:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as tp:
             surv = dict(zip(seeds, tp.map(r_baselines, list(seeds))))
     for name, ss in seeds.items():

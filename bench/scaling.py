@@ -51,14 +51,14 @@ def loadavg() -> str:
 
 def cpu_per_event(hosts: int, seed: int, hours: float, budget_s: float) -> dict[str, Any]:
     """``Engine.process`` CPU per event over the first ``hours`` of event time of ``scaling-<hosts>``."""
-    from fleetepi.detectors import Engine
+    from fleetepi.detectors import DetectorConfig, Engine
     from fleetepi.simulate import preset, simulate
 
     t0 = time.perf_counter()
     sim = simulate(preset(f"scaling-{hosts}", seed))
     t_sim = time.perf_counter() - t0
     end_ms = sim.start_ms + int(hours * 3_600_000)
-    engine = Engine()
+    engine = Engine(DetectorConfig())  # default settings
     process = engine.process
     events = sim.events()
     cpu = 0.0

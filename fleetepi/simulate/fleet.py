@@ -362,8 +362,11 @@ def shared_cohorts(f: Fleet, hosts: np.ndarray, ts_ms: int, share: float = 0.75)
     return tuple(sorted(out))
 
 
-def equivalent_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_jaccard: float = 0.75) -> list[tuple[str, str]]:
-    """Announced attribute values whose hosts are (nearly) the same set as ``cohort`` (a GPU model and its SKU)."""
+def equivalent_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_jaccard: float = 0.9) -> list[tuple[str, str]]:
+    """Announced attribute values whose hosts are (nearly) the same set as ``cohort`` (a GPU model and its SKU).
+
+    Jaccard >= 0.9: a model and its only SKU, a driver and its CUDA version; not a SKU holding 80 % of a model.
+    """
     want = np.zeros(len(f), dtype=bool)
     want[cohort] = True
     out = []

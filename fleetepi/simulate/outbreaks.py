@@ -65,6 +65,7 @@ from fleetepi.simulate.config import OutbreakSpec, SimConfig
 from fleetepi.simulate.exceptions import SimulationConfigError
 from fleetepi.simulate.fleet import (
     BIOS_NEW,
+    CUDA_OF,
     GPU_CATALOG,
     NEW_DRIVER,
     Fleet,
@@ -351,13 +352,15 @@ class Injector:
         ts, hosts = self._cohort_cases(s, e, rate, lambda t: np.flatnonzero(f.driver_at_ms <= t))
         name = self.signatures[sig].signature
         drv = f.key("driver")
+        accept = [entity("hardware_correlation", name, attribute=drv, value=NEW_DRIVER)]
+        if f.has("cuda"):  # cuda follows the driver exactly: the same hosts, an equally right finding
+            accept.append(entity("hardware_correlation", name, attribute=f.key("cuda"), value=CUDA_OF[NEW_DRIVER]))
         self.add(Outbreak(f"o{i}", "hardware_correlation", spec.template, s, e,
                           f"{name} on hosts of driver {NEW_DRIVER} (rolled out only to one GPU model): "
                           f"{len(ts)} extra crashes on {len(set(hosts.tolist()))} hosts",
                           signature=name, attribute=drv, value=NEW_DRIVER, hosts=self._names(hosts),
-                          n_events=len(ts), strength=round(rate, 2), origin=i,
-                          accept=(entity("hardware_correlation", name, attribute=drv, value=NEW_DRIVER),),
-                          related=self._hw_related(name, ts, hosts, {(drv, NEW_DRIVER)})),
+                          n_events=len(ts), strength=round(rate, 2), origin=i, accept=tuple(accept),
+                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept})),  # type: ignore[misc]
                  self.crashes(ts, hosts, sig, self.sig_shape[sig], i))
 
     def tel_xid79_rack(self, i: int, spec: OutbreakSpec) -> None:

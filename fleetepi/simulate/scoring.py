@@ -22,7 +22,9 @@ Rules (the same for the detectors and every baseline):
   entities within ``[start, end + grace]`` is **expected**; later ones on the
   same phenomenon are **repeats** (the truth allows one per host/channel); a
   ticket on an outbreak's accept or related entity is an **outbreak** ticket;
-  every other ticket is **unexpected**.
+  every other ticket is **unexpected**. An expected ticket whose ``finding``
+  is not the truth's (``crash_loop``, ``chronic``, ``static_association``) still
+  counts as expected and is also counted apart (``wrong_finding``).
 * Recall = outbreaks detected by a page / outbreaks; delay = first detecting
   page's ``ts`` - outbreak start; precision = (detect + related) / pages;
   false pages and tickets are normalized per 1,000 hosts per day of the run.
@@ -85,6 +87,8 @@ class AlertOutcome:
     page: bool = True
     ticket: str | None = None
     finding: str | None = None
+    #: Expected tickets: whether ``finding`` is the one the truth names (None: nothing to compare).
+    finding_ok: bool | None = None
 
     @property
     def burst(self) -> bool:
@@ -249,8 +253,9 @@ def score_run(alerts: Iterable[Any], outbreaks: Sequence[Outbreak], benign: Sequ
             else:
                 cls = "unexpected"
                 b = _explaining(truth, key, ts, grace_ms)
+        ok = (finding == b.finding) if b is not None and cls in ("expected", "repeat") and b.finding else None
         outcomes.append(AlertOutcome(key[0], ts, key, "ticket", o.id if o and cls == "outbreak" else None,
-                                     b.type if b else None, b.id if b else None, False, cls, finding))
+                                     b.type if b else None, b.id if b else None, False, cls, finding, ok))
     obs = []
     for o in outbreaks:
         t = first.get(o.id)
@@ -279,6 +284,8 @@ class Summary:
     ticket_classes: Counter[str] = field(default_factory=Counter)
     #: Unexpected tickets a benign phenomenon explains, by its type.
     benign_tickets: Counter[str] = field(default_factory=Counter)
+    #: Expected tickets (and repeats) whose ``finding`` is not the truth's (``crash_loop``, ``chronic``, ...).
+    wrong_finding: int = 0
     #: Benign phenomena that expect a ticket, and how many got one.
     benign_expecting: int = 0
     benign_ticketed: int = 0
@@ -356,6 +363,7 @@ class Summary:
                 "expected_tickets_per_1k_host_day": self.expected_tickets_per_1k_host_day,
                 "unexpected_tickets_per_1k_host_day": self.unexpected_tickets_per_1k_host_day,
                 "benign_tickets": {t: self.benign_tickets[t] for t in BENIGN_TYPES if self.benign_tickets[t]},
+                "expected_tickets_with_another_finding": self.wrong_finding,
                 "benign_expecting_ticket": self.benign_expecting, "benign_ticketed": self.benign_ticketed,
                 "host_days": self.host_days, "median_delay_s": self.median_delay_s, "p90_delay_s": self.p90_delay_s,
                 "covered": self.covered}
@@ -395,6 +403,7 @@ def summarize(runs: Sequence[RunScore], kind: str | None = None) -> Summary:
                 s.ticket_classes[a.ticket or "unexpected"] += 1
                 if a.ticket == "unexpected" and a.benign is not None:
                     s.benign_tickets[a.benign] += 1
+                s.wrong_finding += a.finding_ok is False
         if kind is None:
             for b in r.benign:
                 s.benign_expecting += b.expects_ticket

@@ -182,6 +182,11 @@ def test_tickets_counted_once_per_phenomenon_and_ticket_only_outbreaks() -> None
     assert s.tickets_per_1k_host_day == pytest.approx(5.0)
     assert s.unexpected_tickets_per_1k_host_day == pytest.approx(1.0)  # the repeat
     assert sum(s.benign_pages.values()) == 0
+    assert s.wrong_finding == 0
+    # the crash loop's ticket with another finding is still the expected one, counted apart
+    other = score_run([ticket("host_spike", T0 + 22 * H, "suspected_bad_silicon", host="h7")], [RISE], [LOOP],
+                      hosts=100, days=10.0)
+    assert other.alerts[0].ticket == "expected" and summarize([other]).wrong_finding == 1
 
 
 def test_benign_pages_are_reported_by_type() -> None:
