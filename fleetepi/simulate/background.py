@@ -21,7 +21,7 @@ import numpy as np
 from fleetepi.simulate import catalog
 from fleetepi.simulate.catalog import TK
 from fleetepi.simulate.config import SimConfig
-from fleetepi.simulate.fleet import Fleet
+from fleetepi.simulate.fleet import GPU_CATALOG, Fleet
 from fleetepi.simulate.tables import (
     BACKGROUND,
     BURST,
@@ -29,6 +29,7 @@ from fleetepi.simulate.tables import (
     TelemetryTable,
     concat,
     crash_table,
+    take,
     telemetry_table,
 )
 
@@ -42,7 +43,8 @@ COLLECTIVE_MODULES = ("libnccl.so.2", "libtorch_cuda.so")
 class JobBurst:
     """One job's crash on many hosts at once: background noise the benchmark reports separately."""
 
-    job: str
+    #: The job name its crashes carry (None: they carry none).
+    job: str | None
     signature: str
     hosts: tuple[str, ...]
     start_ms: int
@@ -126,7 +128,10 @@ def background_crashes(cfg: SimConfig, fleet: Fleet, rates: np.ndarray, sig_shap
     host = rng.choice(len(fleet), size=len(ts), p=p).astype(np.int32)
     # Each crash belongs to some job of the day: job numbers rotate daily.
     job = (ts - start) // DAY_MS * 1000 + rng.integers(0, 600, size=len(ts))
-    return make_crashes(ts, host, sig, job, sig_shape[sig], BACKGROUND, rng)
+    table = make_crashes(ts, host, sig, job, sig_shape[sig], BACKGROUND, rng)
+    if cfg.job_share < 1.0:  # daemons, notebooks, work outside the scheduler: no job
+        table.job[rng.random(len(table)) >= cfg.job_share] = -1
+    return table
 
 
 def job_bursts(cfg: SimConfig, fleet: Fleet, signatures: list[catalog.SignatureInfo],
@@ -161,6 +166,11 @@ def job_bursts(cfg: SimConfig, fleet: Fleet, signatures: list[catalog.SignatureI
                                int(ts.min()), int(ts.max())))
     ct = concat(crashes, CrashTable) if crashes else make_crashes(*([np.zeros(0, dtype=np.int64)] * 5), BURST, rng)
     tt = concat(tels, TelemetryTable) if tels else _empty_telemetry()
+    if cfg.burst_job_share < 1.0 and bursts:  # some schedulers leave the job out of the core's environment
+        keep = rng.random(len(bursts)) < cfg.burst_job_share
+        for b in np.flatnonzero(~keep).tolist():
+            ct.job[ct.job == 900_000 + b] = -1
+            bursts[b] = JobBurst(None, bursts[b].signature, bursts[b].hosts, bursts[b].start_ms, bursts[b].end_ms)
     return ct, tt, bursts  # type: ignore[return-value]
 
 
@@ -191,13 +201,21 @@ def background_telemetry(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator)
     load = daily_factor(ts, cfg.daily_amplitude)
     temp = 40.0 + 28.0 * load / (1 + cfg.daily_amplitude) + offset[host] + rng.normal(0.0, 1.5, size=len(ts))
     temp = np.clip(temp, 25.0, 88.5).round(1)
-    parts.append(telemetry_table(ts_ms=ts, host=host, kind=TK["thermal"], code=-1, count=-1, value=temp,
-                                 device=rng.integers(0, catalog.GPUS_PER_HOST, size=len(ts)), origin=BACKGROUND))
+    thermal = telemetry_table(ts_ms=ts, host=host, kind=TK["thermal"], code=-1, count=-1, value=temp,
+                              device=rng.integers(0, catalog.GPUS_PER_HOST, size=len(ts)), origin=BACKGROUND)
+    if cfg.thermal_mode == "on_change":
+        level = 40.0 + 28.0 * load / (1 + cfg.daily_amplitude) + offset[host]
+        thermal = take(thermal, on_change(thermal.ts_ms, thermal.host, level, THERMAL_BAND_C, start,
+                                          cfg.heartbeat_s))  # type: ignore[assignment]
+    parts.append(thermal)
     # ECC corrected counter delta, every interval; a few hosts have degrading memory.
     ts, host = _periodic(cfg.ecc_interval_s, n, start, end, rng)
     ecc_rate = rng.lognormal(np.log(0.03), 1.2, size=n) * (cfg.ecc_interval_s / 3600.0)
     count = rng.poisson(ecc_rate[host])
     dev = rng.integers(0, catalog.GPUS_PER_HOST, size=n)
+    if not cfg.ecc_zero_deltas:  # exporters that send a delta only when errors happened
+        nz = count > 0
+        ts, host, count = ts[nz], host[nz], count[nz]
     parts.append(telemetry_table(ts_ms=ts, host=host, kind=TK["ecc_corrected"], code=-1, count=count, value=np.nan,
                                  device=dev[host], origin=BACKGROUND))
     # Xid codes and other hardware events: Poisson over the run, uniform over hosts.
@@ -223,8 +241,50 @@ def background_telemetry(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator)
     scatter(0.002, "ecc_uncorrected", -1, extra_count=0.0)
     scatter(0.01, "nvlink", -1, extra_count=2.0)
     scatter(0.005, "pcie", -1, extra_count=1.0)
+    if cfg.power_interval_s > 0:
+        parts.append(background_power(cfg, fleet, rng))
     return concat(parts, TelemetryTable)  # type: ignore[return-value]
 
 
-__all__ = ["JobBurst", "background_crashes", "background_telemetry", "daily_factor", "job_bursts", "job_name",
-           "make_crashes", "signature_rates", "signature_shapes"]
+#: Width of the bands an on-change exporter reports (degrees C, watts).
+THERMAL_BAND_C = 5.0
+POWER_BAND_W = 50.0
+
+
+def on_change(ts: np.ndarray, host: np.ndarray, level: np.ndarray, band: float, start_ms: int,
+              heartbeat_s: float) -> np.ndarray:
+    """Rows an on-change exporter sends: a host's first sample, a change of band, and a heartbeat.
+
+    ``level`` is the reading without its sample noise: exporters report with
+    hysteresis, so noise around a band edge does not make them chatter. Rows
+    must be grouped by host and time-ordered within a host (as ``_periodic``
+    makes them).
+    """
+    b = np.floor(level / band)
+    slot = (ts - start_ms) // int(heartbeat_s * 1000)
+    first = np.ones(len(ts), dtype=bool)
+    first[1:] = host[1:] != host[:-1]
+    keep = first.copy()
+    keep[1:] |= (b[1:] != b[:-1]) | (slot[1:] != slot[:-1])
+    return keep
+
+
+def background_power(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator) -> TelemetryTable:
+    """Board power of the busiest GPU per host, watts, following the jobs' daily cycle."""
+    n = len(fleet)
+    ts, host = _periodic(cfg.power_interval_s, n, cfg.start_ms, cfg.end_ms, rng)
+    tdp = np.array([GPU_CATALOG[g].tdp_w for g in fleet.initial["gpu_model"]])
+    load = daily_factor(ts, cfg.daily_amplitude) / (1 + cfg.daily_amplitude)
+    watts = tdp[host] * (0.45 + 0.35 * load + rng.normal(0.0, 0.04, size=len(ts)))
+    watts = np.clip(watts, 0.1 * tdp[host], 0.92 * tdp[host]).round(0)
+    table = telemetry_table(ts_ms=ts, host=host, kind=TK["power"], code=-1, count=-1, value=watts,
+                            device=rng.integers(0, catalog.GPUS_PER_HOST, size=len(ts)), origin=BACKGROUND)
+    if cfg.thermal_mode == "on_change":
+        table = take(table, on_change(ts, host, tdp[host] * (0.45 + 0.35 * load),  # type: ignore[assignment]
+                                      POWER_BAND_W, cfg.start_ms, cfg.heartbeat_s))
+    return table
+
+
+__all__ = ["POWER_BAND_W", "THERMAL_BAND_C", "JobBurst", "background_crashes", "background_power",
+           "background_telemetry", "daily_factor", "job_bursts", "job_name", "make_crashes", "on_change",
+           "signature_rates", "signature_shapes"]

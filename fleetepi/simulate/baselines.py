@@ -9,7 +9,7 @@
 * :class:`HourlySeries` + :func:`run_surveillance`: hourly count series per
   signature and per telemetry code (Xid per rack, ECC counters per host),
   scored by the R package ``surveillance`` (``earsC`` C1-C3 and
-  ``farringtonFlexible``) in ONE ``Rscript`` call per benchmark; an alarm hour
+  ``farringtonFlexible``, ``glrpois``) in ONE ``Rscript`` call per benchmark; an alarm hour
   becomes an alert at the end of that hour (when the count is known); alarms
   of one series less than ``merge_gap_h`` apart are one episode (one page).
 """
@@ -31,7 +31,7 @@ from fleetepi.simulate.exceptions import BaselineError
 HOUR_MS = 3_600_000
 #: The R script, beside the benchmark that uses it.
 R_SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "baselines" / "surveillance.R"
-SURVEILLANCE_METHODS = ("C1", "C2", "C3", "farrington")
+SURVEILLANCE_METHODS = ("C1", "C2", "C3", "farrington", "glrpois")
 
 
 def _alert(kind: str, ts_ms: int, score: float, **entity: object) -> Alert:
@@ -81,8 +81,10 @@ class ThresholdBaseline:
     name = "thresholds"
     kinds = ("signature_spike", "host_spike", "hardware_correlation", "telemetry_spike")
 
-    def __init__(self, config: ThresholdConfig | None = None) -> None:
+    def __init__(self, config: ThresholdConfig | None = None, rack_key: str = "rack") -> None:
         self.cfg = config or ThresholdConfig()
+        #: The attribute that names a host's rack in this fleet (a day-one rule knows its own fleet).
+        self.rack_key = rack_key
         self.attrs: dict[str, dict[str, str]] = {}
         self.cohort: Counter[tuple[str, str]] = Counter()
         self.sig: dict[str, _Window] = defaultdict(_Window)
@@ -100,7 +102,7 @@ class ThresholdBaseline:
                 return []  # readings are not counts; a zero delta changes no window
             ts = ev.ts_ms if ts_ms is None else ts_ms
             if ev.kind == "xid" and ev.code is not None:
-                rack = self.attrs.get(ev.host, {}).get("rack")
+                rack = self.attrs.get(ev.host, {}).get(self.rack_key)
                 if rack is not None and self.rack_xid[(rack, ev.code)].add(ts, 1, HOUR_MS, c.rack_xid_per_h):
                     return [_alert("telemetry_spike", ts, self.rack_xid[(rack, ev.code)].total, telemetry_kind="xid",
                                    code=ev.code, attribute="rack", value=rack)]
@@ -195,11 +197,12 @@ class HourlySeries:
 
     COUNTED = ("ecc_corrected", "ecc_uncorrected")
 
-    def __init__(self, start_ms: int, end_ms: int) -> None:
+    def __init__(self, start_ms: int, end_ms: int, rack_key: str = "rack") -> None:
         self.start_ms = start_ms
         self.n_hours = max(1, -(-(end_ms - start_ms) // HOUR_MS))
         self.counts: Counter[tuple[str, int]] = Counter()
         self.rack: dict[str, str] = {}
+        self.rack_key = rack_key
 
     def process(self, ev: object, ts_ms: int | None = None) -> None:
         if isinstance(ev, Telemetry):
@@ -215,7 +218,7 @@ class HourlySeries:
             ts = ev.ts_ms if ts_ms is None else ts_ms
             self.counts[(f"sig|{ev.signature}", (ts - self.start_ms) // HOUR_MS)] += 1
         elif isinstance(ev, Host):
-            self.rack[ev.host] = ev.attributes.get("rack", "")
+            self.rack[ev.host] = ev.attributes.get(self.rack_key, "")
 
     def write_csv(self, path: Path, prefix: str = "") -> None:
         with open(path, "a", newline="") as f:
@@ -261,6 +264,8 @@ class SurveillanceConfig:
     series run 24x the tests of the daily data their defaults were set for);
     ``min_sigma`` floors earsC's standard deviation (sparse series); farrington
     uses days as seasons (``frequency`` 24, ``farrington_b`` days back, +-``farrington_w`` hours).
+    ``glr_c`` is glrpois's ``c.ARL``; its in-control mean is learned from the first
+    ``warmup_h`` hours (see bench/baselines/surveillance.R for why both are set so).
     """
 
     alpha: float = 0.001
@@ -269,6 +274,8 @@ class SurveillanceConfig:
     frequency: int = 24
     min_sigma: float = 1.0
     merge_gap_h: int = 3
+    glr_c: float = 7.0
+    warmup_h: int = 72
 
 
 def run_surveillance(runs: list[tuple[str, HourlySeries]], config: SurveillanceConfig | None = None,
@@ -294,7 +301,8 @@ def run_surveillance(runs: list[tuple[str, HourlySeries]], config: SurveillanceC
         for run_id, s in runs:
             s.write_csv(inp, prefix=f"{run_id}|")
         cmd = [exe, str(script), str(inp), str(outp), str(n_hours), ",".join(methods), str(cfg.alpha),
-               str(cfg.farrington_b), str(cfg.farrington_w), str(cfg.frequency), str(cfg.min_sigma)]
+               str(cfg.farrington_b), str(cfg.farrington_w), str(cfg.frequency), str(cfg.min_sigma),
+               str(cfg.glr_c), str(cfg.warmup_h)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -19,8 +19,13 @@ from typing import IO, Any
 import msgspec
 import orjson
 
-from fleetepi.simulate.outbreaks import Outbreak
+from fleetepi.simulate.background import JobBurst
+from fleetepi.simulate.benign import from_burst
 from fleetepi.simulate.simulation import Simulation, ts_datetime
+from fleetepi.simulate.truth import Benign, Outbreak
+
+#: Schema of the truth file; v2 adds ``benign`` (v1 readers still find ``outbreaks`` and ``job_bursts``).
+TRUTH_SCHEMA = "fleetepi.simulate.truth/v2"
 
 _BATCH = 8192
 
@@ -76,14 +81,22 @@ def truth_document(sim: Simulation) -> dict[str, Any]:
         d = o.to_json()
         d["start"], d["end"] = iso(o.start_ms), iso(o.end_ms)
         outbreaks.append(d)
+    benign = []
+    for b in sim.benign:
+        if b.type == "job_abort":  # listed under job_bursts (hosts are long lists)
+            continue
+        d = b.to_json()
+        d["start"], d["end"] = iso(b.start_ms), iso(b.end_ms)
+        benign.append(d)
     return {
-        "schema": "fleetepi.simulate.truth/v1",
-        "config": {"hosts": cfg.hosts, "days": cfg.days, "seed": cfg.seed, "start": cfg.start,
+        "schema": TRUTH_SCHEMA,
+        "config": {"preset": cfg.preset, "hosts": cfg.hosts, "days": cfg.days, "seed": cfg.seed, "start": cfg.start,
                    "outbreaks": [o.template for o in cfg.outbreaks]},
         "start_ms": sim.start_ms,
         "end_ms": sim.end_ms,
         "hosts": len(sim.hosts),
         "outbreaks": outbreaks,
+        "benign": benign,
         "job_bursts": [{"job": b.job, "signature": b.signature, "hosts": list(b.hosts), "start_ms": b.start_ms,
                         "end_ms": b.end_ms} for b in sim.bursts],
     }
@@ -102,4 +115,16 @@ def read_truth(path: str | Path) -> list[Outbreak]:
     return [Outbreak.from_json(d) for d in doc["outbreaks"]]
 
 
-__all__ = ["read_truth", "truth_document", "write_jsonl", "write_truth"]
+def read_benign(path: str | Path) -> list[Benign]:
+    """The benign phenomena of a truth file: job bursts first (as ``Simulation.benign``), then the rest.
+
+    A v1 file has job bursts only.
+    """
+    doc = orjson.loads(Path(path).read_bytes())
+    bursts = [from_burst(JobBurst(d["job"], d["signature"], tuple(d["hosts"]), d["start_ms"], d["end_ms"]))
+              for d in doc.get("job_bursts", ())]
+    bursts = [Benign(**{**b.__dict__, "id": f"b{k}"}) for k, b in enumerate(bursts)]
+    return bursts + [Benign.from_json(d) for d in doc.get("benign", ())]
+
+
+__all__ = ["TRUTH_SCHEMA", "read_benign", "read_truth", "truth_document", "write_jsonl", "write_truth"]

@@ -11,6 +11,7 @@ every draw in a fixed order, so equal configs give byte-identical output.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,11 +31,13 @@ from fleetepi.simulate.background import (
     signature_rates,
     signature_shapes,
 )
+from fleetepi.simulate.benign import BenignGenerator, from_burst
 from fleetepi.simulate.catalog import SignatureInfo
 from fleetepi.simulate.config import SimConfig
 from fleetepi.simulate.fleet import Fleet, build_fleet
-from fleetepi.simulate.outbreaks import Injector, Outbreak
-from fleetepi.simulate.tables import CrashTable, TelemetryTable, concat, take
+from fleetepi.simulate.outbreaks import Injector
+from fleetepi.simulate.tables import CRASH_SOURCES, CrashTable, TelemetryTable, concat, take
+from fleetepi.simulate.truth import Benign, Outbreak
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Rows turned into structs at a time by ``events()``.
@@ -53,6 +56,7 @@ class Simulation:
 
     :ivar truth: the labelled outbreaks (what a detector should find).
     :ivar bursts: background job bursts (noise a detector should *not* page on).
+    :ivar benign: every benign phenomenon (job bursts included), with the tickets it should get.
     """
 
     config: SimConfig
@@ -63,6 +67,7 @@ class Simulation:
     announcements: list[tuple[int, int, dict[str, str]]]
     truth: list[Outbreak]
     bursts: list[JobBurst]
+    benign: list[Benign] = field(default_factory=list)
     _frames: list[list[Frame]] = field(default_factory=list, repr=False)
 
     @property
@@ -111,6 +116,7 @@ class Simulation:
         kinds = catalog.TELEMETRY_KINDS
         devices = catalog.DEVICES
         xid_msg = catalog.XID_MESSAGE
+        sources = CRASH_SOURCES
         ann = self.announcements
         ct, tt = self.crashes, self.telemetry
         for lo in range(0, len(typ), CHUNK):
@@ -118,7 +124,8 @@ class Simulation:
             ci = i_c[t_c == _CRASH]
             ti = i_c[t_c == _TEL]
             c_cols = [ct.ts_ms[ci].tolist(), ct.host[ci].tolist(), ct.sig[ci].tolist(), ct.job[ci].tolist(),
-                      ct.shape[ci].tolist(), ct.address[ci].tolist(), ct.bitflip[ci].tolist()]
+                      ct.shape[ci].tolist(), ct.address[ci].tolist(), ct.bitflip[ci].tolist(),
+                      ct.source[ci].tolist()]
             t_cols = [tt.ts_ms[ti].tolist(), tt.host[ti].tolist(), tt.kind[ti].tolist(), tt.code[ti].tolist(),
                       tt.count[ti].tolist(), tt.value[ti].tolist(), tt.device[ti].tolist()]
             c_rows = zip(*c_cols)
@@ -136,7 +143,7 @@ class Simulation:
                         message=xid_msg.get(code) if kind == "xid" else None,
                     )
                 elif t == _CRASH:
-                    ts, h, s, job, shp, addr, bf = next(c_rows)
+                    ts, h, s, job, shp, addr, bf, src = next(c_rows)
                     shape = shapes[shp]
                     info = sigs[s]
                     yield Crash(
@@ -147,6 +154,7 @@ class Simulation:
                         si_code=shape.si_code, fault_class=shape.fault_class,  # type: ignore[arg-type]
                         shape_flags=list(shape.flags) if shape.flags else None,
                         bitflip_score=round(bf, 3) if bf == bf else None,
+                        origin=sources[src] if src >= 0 else None,  # type: ignore[arg-type]
                     )
                 else:
                     ts, h, attrs = ann[i]
@@ -168,15 +176,20 @@ def simulate(cfg: SimConfig | None = None) -> Simulation:
     bg_c = background_crashes(cfg, fleet, rates, sig_shape, rng)
     burst_c, burst_t, bursts = job_bursts(cfg, fleet, signatures, rng)
     bg_t = background_telemetry(cfg, fleet, rng)
-    injected = Injector(cfg, fleet, signatures, rates, sig_shape, rng).run(cfg.outbreaks)
-    crashes = concat([bg_c, burst_c, *injected.crashes], CrashTable)
-    telemetry = concat([bg_t, burst_t, *injected.telemetry], TelemetryTable)
+    shapes = list(sig_shape)  # grows as benign phenomena and outbreaks add signatures
+    benign = BenignGenerator(cfg, fleet, signatures, rates, shapes, rng).run(bg_c)
+    injected = Injector(cfg, fleet, signatures, rates, shapes, rng, background=bg_c,
+                        avoid_hosts=benign.hosts, avoid_signatures=benign.signatures).run(cfg.outbreaks)
+    crashes = concat([bg_c, burst_c, *benign.crashes, *injected.crashes], CrashTable)
+    telemetry = concat([bg_t, burst_t, *benign.telemetry, *injected.telemetry], TelemetryTable)
     # Nothing past the end of the run (bursts and storms near the end are cut).
     crashes = _clip(crashes, cfg.start_ms, cfg.end_ms)
     telemetry = _clip(telemetry, cfg.start_ms, cfg.end_ms)
+    labels = [from_burst(b) for b in bursts] + benign.labels + injected.benign
+    labels = [dataclasses.replace(b, id=f"b{k}") for k, b in enumerate(labels)]
     return Simulation(config=cfg, fleet=fleet, signatures=signatures, crashes=crashes,  # type: ignore[arg-type]
                       telemetry=telemetry, announcements=fleet.announcements(cfg.start_ms),  # type: ignore[arg-type]
-                      truth=injected.truth, bursts=bursts)
+                      truth=injected.truth, bursts=bursts, benign=labels)
 
 
 def _clip(table: object, start: int, end: int) -> object:

@@ -13,9 +13,17 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-#: ``origin`` of background rows; job-burst rows carry ``BURST``; outbreak *i* carries *i*.
+#: ``origin`` of background rows; job-burst rows carry ``BURST``; outbreak *i* carries *i*;
+#: benign phenomena carry their own negative codes.
 BACKGROUND = -1
 BURST = -2
+CRASH_LOOP = -3
+CHRONIC = -4
+#: Background crashes of a statically associated signature (placed on its cohort).
+STATIC = -5
+MAINTENANCE = -6
+#: Rows a benign phenomenon added (or placed), by its origin code.
+BENIGN_ORIGINS = (BURST, CRASH_LOOP, CHRONIC, STATIC, MAINTENANCE)
 
 
 @dataclass
@@ -28,9 +36,15 @@ class CrashTable:
     address: np.ndarray  # uint64 fault address (ignored where the shape has none)
     bitflip: np.ndarray  # float32, NaN: field left out
     origin: np.ndarray  # int32
+    source: np.ndarray  # int8, index into CRASH_SOURCES (-1: a core dump, field left out)
 
     def __len__(self) -> int:
         return len(self.ts_ms)
+
+
+#: Values of the contract's crash ``origin`` (v1.1) a simulated crash can carry.
+CRASH_SOURCES = ("core_dump", "python_traceback", "kernel_log", "watchdog", "oom_kill", "runtime_error")
+SOURCE_INDEX = {s: i for i, s in enumerate(CRASH_SOURCES)}
 
 
 @dataclass
@@ -49,7 +63,9 @@ class TelemetryTable:
 
 
 _CRASH_DTYPES = {"ts_ms": np.int64, "host": np.int32, "sig": np.int32, "job": np.int64, "shape": np.int8,
-                 "address": np.uint64, "bitflip": np.float32, "origin": np.int32}
+                 "address": np.uint64, "bitflip": np.float32, "origin": np.int32, "source": np.int8}
+#: Columns a caller may leave out, and their value.
+_DEFAULTS = {"source": -1}
 _TEL_DTYPES = {"ts_ms": np.int64, "host": np.int32, "kind": np.int8, "code": np.int32, "count": np.int64,
                "value": np.float32, "device": np.int8, "origin": np.int32}
 
@@ -67,7 +83,7 @@ def _columns(cols: dict[str, object], dtypes: dict[str, type]) -> dict[str, np.n
     n = len(np.asarray(cols["ts_ms"]))
     out = {}
     for name, dtype in dtypes.items():
-        v = cols[name]
+        v = cols[name] if name in cols else _DEFAULTS[name]
         arr = np.asarray(v, dtype=dtype)
         out[name] = np.full(n, arr, dtype=dtype) if arr.ndim == 0 else arr
         if len(out[name]) != n:
@@ -87,4 +103,5 @@ def take(table: object, index: np.ndarray) -> object:
     return cls(**{f.name: getattr(table, f.name)[index] for f in fields(cls)})
 
 
-__all__ = ["BACKGROUND", "BURST", "CrashTable", "TelemetryTable", "concat", "crash_table", "take", "telemetry_table"]
+__all__ = ["BACKGROUND", "BENIGN_ORIGINS", "BURST", "CHRONIC", "CRASH_LOOP", "CRASH_SOURCES", "MAINTENANCE",
+           "SOURCE_INDEX", "STATIC", "CrashTable", "TelemetryTable", "concat", "crash_table", "take", "telemetry_table"]

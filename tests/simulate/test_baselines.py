@@ -111,7 +111,7 @@ def test_surveillance_script_flags_a_spike():
     for k in range(30):
         s.process(crash("h1", "steady!f | g!h", T0 + 100 * H + k * 1000))
     res = run_surveillance([("1", s)])
-    for method in ("C1", "C2", "C3", "farrington"):
+    for method in ("C1", "C2", "C3", "farrington", "glrpois"):
         hours = [(a.ts_ms + 1 - T0) // H - 1 for a in res[method]["1"]]
         assert 100 in hours or 101 in hours, (method, hours)
         assert all(a.signature == "steady!f | g!h" for a in res[method]["1"])
@@ -139,6 +139,23 @@ for (j in seq_along(ids)) {
   if (length(hit)) rows[[length(rows) + 1]] <- data.frame(method = "farrington", series = ids[j],
                                                           hour = (75:n)[hit] - 1L)
 }
+# glrpois on EVERY series (no skip), with the script's in-control mean
+warm <- 72L; t_mon <- (warm + 1L):n; hh <- seq_len(n)
+X <- cbind(1, sin(2 * pi * hh / 24), cos(2 * pi * hh / 24))
+for (j in seq_along(ids)) {
+  y <- m[, j]; yw <- y[1:warm]; shape <- rep(1, length(t_mon))
+  if (sum(yw) >= 24) {
+    fit <- suppressWarnings(glm.fit(X[1:warm, ], yw, family = poisson()))
+    if (fit$converged && all(is.finite(fit$coefficients))) {
+      shape <- as.vector(exp(X[t_mon, ] %*% fit$coefficients)) / mean(exp(X[1:warm, ] %*% fit$coefficients))
+    }
+  }
+  r <- glrpois(sts(observed = matrix(y, ncol = 1), frequency = 24, start = c(1, 1)),
+               control = list(range = t_mon, c.ARL = 7, mu0 = shape * qgamma(0.95, sum(yw) + 1) / warm, Mtilde = 1,
+                              M = -1, change = "intercept", theta = NULL, dir = "inc", ret = "value"))
+  hit <- which(as.vector(alarms(r)) == 1)
+  if (length(hit)) rows[[length(rows) + 1]] <- data.frame(method = "glrpois", series = ids[j], hour = t_mon[hit] - 1L)
+}
 write.csv(do.call(rbind, rows), a[2], row.names = FALSE)
 """
 
@@ -159,10 +176,12 @@ def test_screened_script_gives_the_alarms_of_a_full_run(tmp_path):
     inp = tmp_path / "in.csv"
     with open(inp, "w") as f:
         f.write("series,hour,count\n")
-        for j, lam in enumerate((0.05, 0.3, 1.0, 3.0, 3.0, 0.1)):
+        for j, lam in enumerate((0.05, 0.3, 1.0, 3.0, 3.0, 0.1, 0.5)):
             y = rng.poisson(lam * (1 + 0.5 * np.sin(np.arange(n) * 2 * np.pi / 24)))
             if j in (1, 3, 5):
                 y[90:93] += rng.integers(4, 15, size=3)  # an outbreak
+            if j == 6:
+                y[72:] = 0  # silent after the warm-up: glrpois is skipped there, and must not alarm in a full run
             for h in np.flatnonzero(y):
                 f.write(f"s{j},{h},{y[h]}\n")
     brute = tmp_path / "brute.R"
@@ -174,8 +193,12 @@ def test_screened_script_gives_the_alarms_of_a_full_run(tmp_path):
 
     subprocess.run(["Rscript", str(brute), str(inp), str(tmp_path / "full.csv"), str(n)], check=True,
                    capture_output=True)
-    subprocess.run(["Rscript", str(R_SCRIPT), str(inp), str(tmp_path / "fast.csv"), str(n), "C1,C2,C3,farrington",
-                    "0.001", "3", "1", "24", "1"], check=True, capture_output=True)
+    subprocess.run(["Rscript", str(R_SCRIPT), str(inp), str(tmp_path / "fast.csv"), str(n),
+                    "C1,C2,C3,farrington,glrpois", "0.001", "3", "1", "24", "1", "7", "72"], check=True,
+                   capture_output=True)
     full, fast = alarms(tmp_path / "full.csv"), alarms(tmp_path / "fast.csv")
-    assert full and {m for m, _, _ in full} == {"C1", "C2", "C3", "farrington"}
+    assert full and {m for m, _, _ in full} == {"C1", "C2", "C3", "farrington", "glrpois"}
     assert fast == full
+    # glrpois finds the injected outbreaks (hours 90-92) and nothing on the series silent after the warm-up
+    glr = {(s, h) for m, s, h in fast if m == "glrpois"}
+    assert {s for s, h in glr if 90 <= h <= 95} >= {"s1", "s3", "s5"} and not {s for s, _ in glr} & {"s6"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetepi.contract import Alert, ts_from_ms
-from fleetepi.simulate import JobBurst, Outbreak, entity
+from fleetepi.simulate import Benign, JobBurst, Outbreak, entity
 from fleetepi.simulate.scoring import classify, score_run, summarize
 
 H = 3_600_000
@@ -101,3 +101,98 @@ def test_uncovered_kinds_are_reported_not_counted() -> None:
     # pooled runs add outbreaks and host-days
     both = summarize([run, run])
     assert (both.outbreaks, both.detected, both.host_days) == (4, 2, 200.0)
+
+
+# ---------------------------------------------------------------------------------------------- pages vs tickets
+LOOP = Benign("b1", "crash_loop", T0 + 20 * H, T0 + 26 * H, "loop", signature="app!cfg | app!main", host="h7",
+              hosts=("h7",), finding="crash_loop", expected=(entity("host_spike", host="h7"),))
+CHRONIC = Benign("b2", "chronic_ecc", T0 - 100 * H, T0 + 200 * H, "ecc", host="h8", telemetry_kind="ecc_corrected",
+                 hosts=("h8",), finding="chronic",
+                 expected=(entity("telemetry_spike", host="h8", telemetry_kind="ecc_corrected"),),
+                 cohorts=(("rack", "r09"), ("gpu_model", "A100")))
+STATIC = Benign("b3", "static_association", T0 - 100 * H, T0 + 200 * H, "static", signature="s!t | u!v",
+                attribute="gpu_model", value="H200", finding="static_association",
+                expected=(entity("hardware_correlation", "s!t | u!v", attribute="gpu_model", value="H200"),))
+# a static association that turns acute at T0 + 60 h: the same entity is a ticket before and a page inside
+RISE = Outbreak("o3", "hardware_correlation", "hardware_correlation/rising_static", T0 + 60 * H, T0 + 80 * H, "rise",
+                signature="s!t | u!v", attribute="gpu_model", value="H200",
+                accept=(entity("hardware_correlation", "s!t | u!v", attribute="gpu_model", value="H200"),),
+                related=(entity("signature_spike", "s!t | u!v"),))
+
+
+def ticket(kind: str, ts: int, finding: str | None = None, **ent: object) -> Alert:
+    return Alert(ts=ts_from_ms(ts), kind=kind, score=1.0, severity="ticket", finding=finding, **ent)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("a", "expected"), [
+    # severity absent: a page (the contract's default)
+    (alert("host_spike", T0 + 21 * H, host="h7"), ("false", None, "crash_loop")),
+    # severity page: a page; on the crash loop's signature: a benign-caused false page
+    (Alert(ts=ts_from_ms(T0 + 21 * H), kind="signature_spike", score=1.0, severity="page",
+           signature="app!cfg | app!main"), ("false", None, "crash_loop")),
+    # the crash loop's expected ticket
+    (ticket("host_spike", T0 + 21 * H, "crash_loop", host="h7"), ("ticket", "expected", "crash_loop")),
+    # a ticket on the loop's signature: not the expected one, explained by it
+    (ticket("signature_spike", T0 + 21 * H, signature="app!cfg | app!main"), ("ticket", "unexpected", "crash_loop")),
+    # the chronic host's channel on its rack: a benign-caused false page
+    (alert("telemetry_spike", T0 + 30 * H, telemetry_kind="ecc_corrected", attribute="rack", value="r09"),
+     ("false", None, "chronic_ecc")),
+    # another channel of the chronic host's rack: plain false
+    (alert("telemetry_spike", T0 + 30 * H, telemetry_kind="xid", code=79, attribute="rack", value="r09"),
+     ("false", None, None)),
+    # static association paged before it rose: benign false page
+    (alert("hardware_correlation", T0 + 10 * H, signature="s!t | u!v", attribute="gpu_model", value="H200"),
+     ("false", None, "static_association")),
+    # ... and paged once it rose: a detection of the outbreak
+    (alert("hardware_correlation", T0 + 61 * H, signature="s!t | u!v", attribute="gpu_model", value="H200"),
+     ("detect", None, None)),
+    # a ticket on the outbreak's entity inside its window: an outbreak ticket (found only by a ticket)
+    (ticket("hardware_correlation", T0 + 61 * H, signature="s!t | u!v", attribute="gpu_model", value="H200"),
+     ("ticket", "outbreak", None)),
+    # a ticket on nothing
+    (ticket("host_spike", T0 + 61 * H, host="h99"), ("ticket", "unexpected", None)),
+])
+def test_pages_and_tickets(a: Alert, expected: tuple[str, str | None, str | None]) -> None:
+    run = score_run([a], [RISE], [LOOP, CHRONIC, STATIC], hosts=100, days=10.0)
+    (out,) = run.alerts
+    assert (out.outcome, out.ticket, out.benign) == expected
+    assert out.page == (a.severity != "ticket")
+
+
+def test_tickets_counted_once_per_phenomenon_and_ticket_only_outbreaks() -> None:
+    alerts = [
+        ticket("host_spike", T0 + 22 * H, "crash_loop", host="h7"),                    # expected
+        ticket("host_spike", T0 + 23 * H, "crash_loop", host="h7"),                    # repeat
+        ticket("telemetry_spike", T0, "chronic", host="h8", telemetry_kind="ecc_corrected"),  # expected
+        ticket("hardware_correlation", T0 + 5 * H, "static_association", signature="s!t | u!v",
+               attribute="gpu_model", value="H200"),                                   # expected (before the rise)
+        ticket("hardware_correlation", T0 + 62 * H, signature="s!t | u!v", attribute="gpu_model",
+               value="H200"),                                                          # finds o3, by a ticket only
+        alert("signature_spike", T0 + 62 * H, signature="s!t | u!v"),                  # related page
+        alert("host_spike", T0 + 90 * H, host="h50"),                                  # false page on nothing
+    ]
+    run = score_run(alerts, [RISE], [LOOP, CHRONIC, STATIC], hosts=100, days=10.0)
+    (o,) = run.outbreaks
+    assert not o.detected and o.ticket_only and o.ticket_delay_s == 2 * 3600.0
+    s = summarize([run])
+    assert (s.pages, s.true_pages, s.false_pages, s.tickets) == (2, 1, 1, 5)
+    assert dict(s.ticket_classes) == {"expected": 3, "repeat": 1, "outbreak": 1}
+    assert (s.recall, s.ticket_only, s.benign_expecting, s.benign_ticketed) == (0.0, 1, 3, 3)
+    assert s.false_per_1k_host_day == pytest.approx(1000 * 1 / 1000.0)
+    assert s.tickets_per_1k_host_day == pytest.approx(5.0)
+    assert s.unexpected_tickets_per_1k_host_day == pytest.approx(1.0)  # the repeat
+    assert sum(s.benign_pages.values()) == 0
+    assert s.wrong_finding == 0
+    # the crash loop's ticket with another finding is still the expected one, counted apart
+    other = score_run([ticket("host_spike", T0 + 22 * H, "suspected_bad_silicon", host="h7")], [RISE], [LOOP],
+                      hosts=100, days=10.0)
+    assert other.alerts[0].ticket == "expected" and summarize([other]).wrong_finding == 1
+
+
+def test_benign_pages_are_reported_by_type() -> None:
+    alerts = [alert("host_spike", T0 + 21 * H, host="h7"),
+              alert("signature_spike", T0 + 50 * H + 1000, signature="nccl!watchdog | torch!loop"),
+              alert("telemetry_spike", T0 + 50 * H + 2000, telemetry_kind="xid", code=43, host="h1")]
+    run = score_run(alerts, [], [BURST, LOOP], hosts=100, days=10.0)
+    s = summarize([run])
+    assert s.false_pages == 3 and dict(s.benign_pages) == {"crash_loop": 1, "job_abort": 2} and s.burst_false == 2

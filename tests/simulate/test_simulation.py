@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 
 from fleetepi.contract import SCHEMA_DIR, Crash, Host, Telemetry, decode_event, encode
 from fleetepi.simulate import (
-    TEMPLATES,
+    CLASSIC_TEMPLATES,
     OutbreakSpec,
     SimConfig,
     SimulationConfigError,
@@ -32,6 +32,19 @@ def _bytes(sim) -> bytes:
 
 
 class TestDeterminism:
+    @pytest.mark.parametrize(("cfg", "n", "sha256"), [
+        # recorded with the first simulator (commit ef34aba): the classic preset must reproduce it byte for byte
+        (SimConfig(hosts=40, days=0.5, seed=5), 1721, "a4df4ae0f71ed20b4b5ff820cf31fc7c2ffdfdefbfb299abe2c9725c790573f1"),
+        (SimConfig(hosts=160, days=2.0, seed=11), 24028,
+         "0843452f7382c38a79811c65e70129ede6263b41a02ad4b0bda3ae3c34f7629b"),
+    ])
+    def test_classic_is_the_first_simulator_byte_for_byte(self, cfg, n, sha256):
+        import hashlib
+
+        lines = [encode(e) for e in simulate(cfg).events()]
+        assert len(lines) == n
+        assert hashlib.sha256(b"".join(x + b"\n" for x in lines)).hexdigest() == sha256
+
     def test_same_seed_same_bytes(self):
         cfg = SimConfig(hosts=40, days=0.5, seed=5)
         assert _bytes(simulate(cfg)) == _bytes(simulate(cfg))
@@ -154,7 +167,7 @@ class TestFleet:
 
 class TestOutbreaks:
     def test_default_covers_every_template_and_kind(self, small_sim):
-        assert sorted(o.template for o in small_sim.truth) == sorted(TEMPLATES)
+        assert sorted(o.template for o in small_sim.truth) == sorted(CLASSIC_TEMPLATES)
         assert {o.kind for o in small_sim.truth} == set(KINDS)
         warm = small_sim.start_ms + 0.3 * small_sim.config.days * 86_400_000
         for o in small_sim.truth:
@@ -183,10 +196,10 @@ class TestOutbreaks:
                         and (e.host == o.host if o.host else attrs[e.host][o.attribute] == o.value):
                     found[o.id] += 1
         for o in small_sim.truth:
-            injected = o.n_events if o.kind != "host_spike" else int((small_sim.crashes.origin == int(o.id[1:])).sum())
+            injected = o.n_events if o.kind != "host_spike" else int((small_sim.crashes.origin == o.origin).sum())
             assert found[o.id] >= min(injected, 1), o.description
             if o.kind == "hardware_correlation":
-                assert found[o.id] >= int((small_sim.crashes.origin == int(o.id[1:])).sum())
+                assert found[o.id] >= int((small_sim.crashes.origin == o.origin).sum())
 
     def test_outbreak_count_and_none(self):
         sim = simulate(SimConfig(hosts=60, days=1, seed=3, outbreaks=outbreak_specs(10)))
