@@ -40,6 +40,7 @@ to one GPU model only) is an alias: the data cannot tell them apart.
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from msgspec import Struct, field
@@ -52,8 +53,23 @@ from fleetepi.detectors.stats import benjamini_hochberg, binom_sf_real, z_above
 DEAD = 1e-3
 
 
+_ATTR_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def attribute_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``""`` (all units) and ``"a\x1f"`` for each attribute of a host's pair keys (memoized: hosts share them)."""
+    got = _ATTR_KEYS.get(keys)
+    if got is None:
+        if len(_ATTR_KEYS) > 65536:
+            _ATTR_KEYS.clear()
+        got = _ATTR_KEYS[keys] = ("", *[k[: k.index("\x1f") + 1] for k in keys])
+    return got
+
+
 class PairCounts(Struct):
     c: list[float]
+    #: when the long scales (a day and more) were last tested: at most hourly, they move slowly
+    long_tested_ms: int = 0
     #: the counts already reported (at the last resolution): news is what came after
     reported: list[float] = field(default_factory=list)
     last_ms: int = 0
@@ -162,35 +178,33 @@ class CohortCorrelation(Struct):
         st = self.keys.get(key)
         if st is None:
             st = self.keys[key] = CohortKey(q=[0.0] * n, first_ms=ts_ms)
-        g = clock.g(ts_ms)
+        wg = [w * gi for gi in clock.g(ts_ms)]
         hc = st.hosts.get(host)
         if hc is None:
             hc = st.hosts[host] = [0.0] * n
-        q = st.q
-        for i in range(n):
-            wg = w * g[i]
-            q[i] += 2.0 * hc[i] * wg + wg * wg
-            hc[i] += wg
+        st.q = [q + 2.0 * h * x + x * x for q, h, x in zip(st.q, hc, wg)]
+        hc[:] = [h + x for h, x in zip(hc, wg)]
         tot = st.tot
-        for k in ("", *[kk[: kk.index("\x1f") + 1] for kk in keys]):
+        for k in attribute_keys(keys):
             acc = tot.get(k)
             if acc is None:
-                acc = tot[k] = [0.0] * n
-            for i in range(n):
-                acc[i] += w * g[i]
+                tot[k] = list(wg)
+            else:
+                acc[:] = [a + x for a, x in zip(acc, wg)]
         pairs = st.pairs
         self.active.add(key)
+        touched = st.touched
         for k in keys:
             pc = pairs.get(k)
             if pc is None:
-                pc = pairs[k] = PairCounts([0.0] * n)
+                pairs[k] = PairCounts(list(wg), last_ms=ts_ms)
                 self.n_pairs += 1
-            c = pc.c
-            for i in range(n):
-                c[i] += w * g[i]
-            if ts_ms > pc.last_ms:
-                pc.last_ms = ts_ms
-            st.touched.add(k)
+            else:
+                c = pc.c
+                c[:] = [a + x for a, x in zip(c, wg)]
+                if ts_ms > pc.last_ms:
+                    pc.last_ms = ts_ms
+            touched.add(k)
         st.total += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
@@ -211,6 +225,16 @@ class CohortCorrelation(Struct):
             st.touched = set()
             if st.firing:
                 self.active.add(key)
+            all_ = st.tot.get("")
+            if all_ is None:
+                continue
+            # scales where the key has too few effective units for any cohort test: skipped whole
+            n_eff = {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute}
+            testable = [i for i in self.acute if n_eff[i] >= self.min_units]
+            if not testable and not st.firing:
+                continue
+            short = [i for i in testable if clock.scales_s[i] < 86400.0]
+            key_tested = False
             for pk in sorted(todo):
                 pc = st.pairs.get(pk)
                 if pc is None:
@@ -220,9 +244,28 @@ class CohortCorrelation(Struct):
                     if v is not None:
                         out.append(v)
                     continue
-                if not warm or now_ms < pc.quiet_until_ms:
+                if not warm or now_ms < pc.quiet_until_ms or not testable:
                     continue
-                tests.extend(self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr))
+                # a day's, a week's or a month's count moves little in five minutes: tested hourly
+                scales = testable
+                if now_ms - pc.long_tested_ms < 3_600_000:
+                    scales = short
+                else:
+                    pc.long_tested_ms = now_ms
+                if scales:
+                    found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
+                    if not key_tested and any(t.p <= self.alpha for t in found):
+                        # a candidate: every cohort of the key is tested now at every scale, so that
+                        # the ones it explains (its datacenter, a confounded twin) are judged with it
+                        key_tested = True
+                        tests = [t for t in tests if t.key != key]
+                        for other in sorted(st.pairs):
+                            opc = st.pairs[other]
+                            if not opc.firing and now_ms >= opc.quiet_until_ms:
+                                tests.extend(self._tests(key, st, other, opc, now_ms, g, inventory, self.fdr,
+                                                         scales=testable, n_eff=n_eff))
+                    elif not key_tested:
+                        tests.extend(found)
         if not tests:
             return out
         family = max(family * len(self.acute), len(tests))
@@ -264,7 +307,8 @@ class CohortCorrelation(Struct):
         return n_eff * c_k / c_a, n_eff, e_v / e_a, c_k, c_a - c_k, e_v, e_a - e_v
 
     def _tests(self, key: str, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
-               inventory: Inventory, ceiling: float, max_scale: int | None = None) -> list[_Test]:
+               inventory: Inventory, ceiling: float, max_scale: int | None = None,
+               scales: list[int] | None = None, n_eff: dict[int, float] | None = None) -> list[_Test]:
         out: list[_Test] = []
         a = pk[: pk.index("\x1f")]
         n1, n_all = inventory.sizes.get(pk, 0), inventory.attribute_hosts.get(a, 0)
@@ -273,14 +317,22 @@ class CohortCorrelation(Struct):
         tot = st.tot.get(a + "\x1f")
         if tot is None:
             return out
-        for i in self.acute:
+        for i in self.acute if scales is None else scales:
             if max_scale is not None and i > max_scale:
                 break
-            # the cheap screen on today's cohort sizes, before any exposure is integrated
+            # the cheap screen, on today's cohort sizes and the key's effective units, before any
+            # exposure is integrated: most cohorts hold about their share
             c_a = tot[i] / g[i]
             c_k = (pc.c[i] - pc.reported[i] if pc.reported else pc.c[i]) / g[i]
-            if c_k < 1.0 or c_a <= 0 or c_k / c_a < 0.5 * n1 / n_all:
+            if c_k < 1.0 or c_a <= 0:
                 continue
+            if n_eff is not None:
+                nn = n_eff[i] * c_a / (st.tot[""][i] / g[i])
+                p_proxy = n1 / n_all
+                if pc.static:
+                    p_proxy = p_proxy * pc.rho / (p_proxy * pc.rho + 1.0 - p_proxy)
+                if z_above(nn * c_k / c_a, nn * p_proxy, nn * p_proxy * (1.0 - p_proxy)) < 3.0:
+                    continue  # the exact test asks for p < 1e-6 (z ~ 4.8); sizes stand in for host-time
             sh = self._share(st, pk, pc, i, now_ms, g, inventory)
             if sh is None:
                 continue
@@ -289,7 +341,7 @@ class CohortCorrelation(Struct):
                 continue
             if pc.static:
                 p0 = p0 * pc.rho / (p0 * pc.rho + 1.0 - p0)
-            if z_above(k, n * p0, n * p0 * (1.0 - p0)) < 2.5:
+            if z_above(k, n * p0, n * p0 * (1.0 - p0)) < 3.5:
                 continue  # the cheap screen: most cohorts hold their share
             p = binom_sf_real(k, n, p0)
             if p > ceiling:
@@ -313,14 +365,14 @@ class CohortCorrelation(Struct):
             best.setdefault(t.pair, t)
         members, by_attr = inventory.members()
         # cohorts of this key already reported (firing, static, or resolved recently) explain too
-        accepted: list[tuple[str, frozenset[str]]] = [(pk, members.get(split_key(pk), frozenset()))
+        accepted: list[tuple[str, AbstractSet[str]]] = [(pk, members.get(split_key(pk), frozenset()))
                                                      for pk, pc in sorted(st.pairs.items())
                                                      if pc.firing or pc.static or now_ms < pc.quiet_until_ms]
         notes_of: dict[str, list[str]] = {pk: [] for pk, _ in accepted}
         chosen: list[_Test] = []
         for t in sorted(best.values(), key=lambda t: (t.p, -t.k, t.pair)):
             a, v = split_key(t.pair)
-            mine = members.get((a, v), frozenset())
+            mine: AbstractSet[str] = members.get((a, v), frozenset())
             hosts = self._hosts_in(st, t.pair, t.scale, g, inventory)
             if hosts < self.min_hosts:
                 continue
@@ -366,8 +418,8 @@ class CohortCorrelation(Struct):
                                      t.rr, t.lo, t.hi, hosts, tuple(notes)))
         return out
 
-    def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: frozenset[str],
-                   accepted: list[tuple[str, frozenset[str]]], g: tuple[float, ...],
+    def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
+                   accepted: list[tuple[str, AbstractSet[str]]], g: tuple[float, ...],
                    inventory: Inventory) -> tuple[str, str] | None:
         """Is this cohort's excess another, already accepted, cohort's? (accepted pair, note) or None.
 

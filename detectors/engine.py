@@ -204,12 +204,15 @@ class Engine:
     def _wanted(self, tel: Telemetry) -> bool:
         """Does a detector count this reading? A cool thermal reading does not, unless a device of its
         host is hot or may be (a hot reading of the host is still buffered): then it re-arms it."""
-        if tel.kind == "thermal":
+        kind = tel.kind
+        if kind == "thermal":
             value = tel.value
             if value is not None and value < self._thermal_c:
                 return bool(self.cases.thermal.hot) or tel.host in self._hot_buffered
             self._hot_buffered.add(tel.host)
             return True
+        if kind == "power":  # a reading is context; the agent's crossing and brake notices count
+            return tel.count is not None and tel.count > 0 or tel.value is None
         return tel.count != 0
 
     def _reject(self, reason: str, event: Event, ts_ms: int) -> list[Alert]:

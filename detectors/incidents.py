@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Set as AbstractSet
 
 import msgspec
 from msgspec import Struct, field
@@ -51,15 +52,8 @@ class Escalation(Struct):
     escalated: dict[str, tuple[str, str, int, str]] = field(default_factory=dict)
     #: escalated units whose escalation is a detector's cohort alert (it resolves them itself)
     _by_alert: set[str] = field(default_factory=set)
-    #: cached nesting chain: attribute -> the attribute that contains it
-    _nesting: dict[str, str] = field(default_factory=dict)
-    _nesting_version: int = -1
-
     def _chain(self, inventory: Inventory) -> dict[str, str]:
-        if self._nesting_version != inventory.version:
-            self._nesting = inventory.nesting()
-            self._nesting_version = inventory.version
-        return self._nesting
+        return inventory.nesting()
 
     def unit_of(self, host: str, inventory: Inventory) -> str | None:
         """The host's finest place (e.g. ``rack\\x1fr07``): an attribute nested in another, with the most values."""
@@ -132,7 +126,7 @@ class Escalation(Struct):
             if parent_attr is None:
                 continue
             members, _ = inventory.members()
-            hosts = members.get((attr, value), frozenset())
+            hosts: AbstractSet[str] = members.get((attr, value), frozenset())
             parent_value = next((inventory.latest(h).get(parent_attr) for h in hosts), None)
             if parent_value is None:
                 continue

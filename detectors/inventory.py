@@ -106,7 +106,9 @@ class Inventory:
         #: hosts that sent events but were never announced (their stand-in entry waits for one)
         self._unannounced: set[str] = set()
         self._exp_cache: tuple[int, int, dict[Pair, list[float]], int] = (-1, -1, {}, 0)
-        self._members: tuple[int, dict[Pair, frozenset[str]], dict[str, frozenset[str]]] | None = None
+        self._by_pair: dict[Pair, set[str]] = {}
+        self._by_attr: dict[str, set[str]] = {}
+        self._nesting: tuple[int, int, dict[str, str]] = (-1, -1, {})
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -131,7 +133,7 @@ class Inventory:
             # and the host keeps its place in the fleet's groups
             self._unannounced.discard(host)
             hist.times, hist.attrs, hist.keys = [ts_ms], [dict(attributes)], [_keys_of(attributes)]
-            self._regroup({}, hist.attrs[-1], ts_ms)
+            self._regroup(host, {}, hist.attrs[-1], ts_ms)
             self.version += 1
             return True
         if hist is None:
@@ -148,11 +150,11 @@ class Inventory:
         new_latest = hist.attrs[-1]
         if new_latest is latest:
             return False
-        self._regroup(latest, new_latest, ts_ms)
+        self._regroup(host, latest, new_latest, ts_ms)
         self.version += 1
         return True
 
-    def _regroup(self, old: dict[str, str] | None, new: dict[str, str], ts_ms: int) -> None:
+    def _regroup(self, host: str, old: dict[str, str] | None, new: dict[str, str], ts_ms: int) -> None:
         """Move one host from the groups of ``old`` to those of ``new`` (exposure integrated up to now)."""
         old_groups = self._groups(old) if old is not None and not in_maintenance(old) else ()
         new_groups = self._groups(new) if not in_maintenance(new) else ()
@@ -160,8 +162,27 @@ class Inventory:
             return
         for g in old_groups:
             self._count(g, -1, ts_ms)
+            self._member(g, host, False)
         for g in new_groups:
             self._count(g, +1, ts_ms)
+            self._member(g, host, True)
+
+    def _member(self, group: Pair, host: str, present: bool) -> None:
+        """Keep the member sets of every value and attribute current (``members``)."""
+        a, v = group
+        if not a:
+            return
+        table: dict = self._by_attr if v == "" else self._by_pair
+        key: object = a if v == "" else group
+        hosts = table.get(key)
+        if present:
+            if hosts is None:
+                hosts = table[key] = set()
+            hosts.add(host)
+        elif hosts is not None:
+            hosts.discard(host)
+            if not hosts:
+                del table[key]
 
     @staticmethod
     def _groups(attrs: dict[str, str]) -> tuple[Pair, ...]:
@@ -196,6 +217,7 @@ class Inventory:
             ex = self._exposure[group] = _Exposure([0.0] * len(clock.scales_s), 0, ts_ms)
         self._integrate(ex, ts_ms)
         ex.n += delta
+        self._exp_cache[2].pop(group, None)
 
     def _integrate(self, ex: _Exposure, ts_ms: int) -> None:
         """Add ``n`` hosts' host-time from ``ex.t_ms`` to ``ts_ms`` (inflated, hours)."""
@@ -218,8 +240,8 @@ class Inventory:
         if clock is None:
             return []
         cache = self._exp_cache
-        if cache[0] != ts_ms or cache[1] != self.version or cache[3] != clock.ref_ms:
-            cache = self._exp_cache = (ts_ms, self.version, {}, clock.ref_ms)
+        if cache[0] != ts_ms or cache[3] != clock.ref_ms:
+            cache = self._exp_cache = (ts_ms, 0, {}, clock.ref_ms)
         hit = cache[2].get(group)
         if hit is not None:
             return hit
@@ -259,33 +281,19 @@ class Inventory:
         self.since[host] = ts_ms
         if self.first_ms is None:
             self.first_ms = ts_ms
-        self._regroup(None, {}, ts_ms)
+        self._regroup(host, None, {}, ts_ms)
         self.version += 1
         return False
 
     # ------------------------------------------------------------------ queries
-    def members(self) -> tuple[dict[Pair, frozenset[str]], dict[str, frozenset[str]]]:
+    def members(self) -> tuple[dict[Pair, set[str]], dict[str, set[str]]]:
         """Hosts per ``(attribute, value)`` and per attribute (latest announcements, maintenance excluded).
 
-        O(hosts x attributes) to build, cached until the next change: needed
-        only when a cohort is about to be reported (nested and confounded
-        cohorts) and by daily sweeps.
+        Kept current as hosts come and change (a roll-out re-announces
+        thousands of hosts: rebuilding per change would cost O(hosts) each).
+        The sets are the inventory's own: read them, never change them.
         """
-        if self._members is not None and self._members[0] == self.version:
-            return self._members[1], self._members[2]
-        by_pair: dict[Pair, set[str]] = {}
-        by_attr: dict[str, set[str]] = {}
-        for host, hist in self._hosts.items():
-            attrs = hist.attrs[-1]
-            if in_maintenance(attrs):
-                continue
-            for kv in attrs.items():
-                by_pair.setdefault(kv, set()).add(host)
-                by_attr.setdefault(kv[0], set()).add(host)
-        pairs = {k: frozenset(v) for k, v in by_pair.items()}
-        attrs_ = {k: frozenset(v) for k, v in by_attr.items()}
-        self._members = (self.version, pairs, attrs_)
-        return pairs, attrs_
+        return self._by_pair, self._by_attr
 
     def attributes_at(self, host: str, ts_ms: int) -> dict[str, str]:
         """Attributes in force for ``host`` at ``ts_ms`` (the earliest known if none yet)."""
@@ -319,36 +327,42 @@ class Inventory:
         return hist.attrs[-1] if hist is not None else EMPTY
 
     def nesting(self) -> dict[str, str]:
-        """attribute -> the attribute that contains it (rack -> datacenter), from the data.
+        """attribute -> the attribute that contains it (rack -> cluster -> datacenter), from the data.
 
         An attribute A is nested in B when every value of A determines one
-        value of B and B has fewer values. Used to escalate and to explain
-        cohorts; never hard-coded names.
+        value of B and B has fewer values (B is the nearest container: of
+        several, the one with the most values). Used to escalate and to explain
+        cohorts; never hard-coded names. Recomputed only when the set of
+        values or the fleet's size changed noticeably: roll-outs re-announce
+        hosts all day without changing what nests in what.
         """
-        pairs, attrs = self.members()
-        value_of: dict[str, dict[str, set[str]]] = {}
-        for hist in self._hosts.values():
-            latest = hist.attrs[-1]
-            for a, v in latest.items():
-                value_of.setdefault(a, {}).setdefault(v, set())
+        shape = (len(self._by_pair), len(self._hosts) // 100)
+        if self._nesting[:2] == shape:
+            return self._nesting[2]
+        values: dict[str, list[str]] = {}
+        for a, v in self._by_pair:
+            values.setdefault(a, []).append(v)
         out: dict[str, str] = {}
-        n_values = {a: len(vs) for a, vs in value_of.items()}
-        for a in attrs:
+        for a, vals in values.items():
             best: tuple[int, str] | None = None
-            for b in attrs:
-                if b == a or n_values.get(b, 0) >= n_values.get(a, 0) or n_values.get(b, 0) < 2:
+            for b, bvals in values.items():
+                if b == a or len(bvals) >= len(vals) or len(bvals) < 2:
                     continue
                 ok = True
-                for v in value_of[a]:
-                    hosts = pairs.get((a, v), frozenset())
-                    vals = {self.latest(h).get(b) for h in hosts}
-                    if len(vals) != 1 or None in vals:
+                for v in vals:
+                    seen: set[str | None] = set()
+                    for h in self._by_pair[(a, v)]:
+                        seen.add(self.latest(h).get(b))
+                        if len(seen) > 1:
+                            break
+                    if len(seen) != 1 or None in seen:
                         ok = False
                         break
-                if ok and (best is None or n_values[b] > best[0]):
-                    best = (n_values[b], b)
+                if ok and (best is None or len(bvals) > best[0] or (len(bvals) == best[0] and b < best[1])):
+                    best = (len(bvals), b)
             if best is not None:
                 out[a] = best[1]
+        self._nesting = (shape[0], shape[1], out)
         return out
 
     # ------------------------------------------------------------------ state
@@ -370,6 +384,7 @@ class Inventory:
             latest = hist.attrs[-1]
             if not in_maintenance(latest):
                 for a, v in self._groups(latest):
+                    self._member((a, v), host, True)
                     if (a, v) == FLEET:
                         self.active_hosts += 1
                     elif v == "":

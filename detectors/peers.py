@@ -124,20 +124,17 @@ class HostPeers(Struct):
         if st is None:
             st = ch.hosts[host] = HostCounts([0.0] * n, [0.0] * n)
         g = clock.g(ts_ms)
-        c, d = st.c, st.d
-        ww = w * w
-        for i in range(n):
-            gi = g[i]
-            c[i] += w * gi
-            d[i] += ww * gi * gi
+        wg = [w * gi for gi in g]
+        st.c[:] = [a + x for a, x in zip(st.c, wg)]
+        st.d[:] = [a + x * x for a, x in zip(st.d, wg)]
         if not st.chronic:
             groups = ch.groups
             for k in ("", *keys):
                 acc = groups.get(k)
                 if acc is None:
-                    acc = groups[k] = [0.0] * n
-                for i in range(n):
-                    acc[i] += w * g[i]
+                    groups[k] = list(wg)
+                else:
+                    acc[:] = [a + x for a, x in zip(acc, wg)]
         st.total += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms

@@ -57,6 +57,9 @@ class RateKey(Struct):
     base: DailyBaseline
     first_ms: int
     last_ms: int
+    #: a screen: counts below these (computed once an hour, at 0.8 x the expectation) cannot fire
+    screen_hour: int = -1
+    screen: list[int] = field(default_factory=list)
     firing: bool = False
     fired_ms: int = 0
     quiet_until_ms: int = 0
@@ -191,10 +194,15 @@ class RateSpike(Struct):
         window) count for the shorter windows when they are older than them.
         """
         out = []
+        base = st.base
+        # a key with a day of folded history is compared with it at every window (one computation); a
+        # younger one also with its unfolded hours older than each window
+        settled = sum(base.e) >= DAY_H
+        folded = base.rates(self.prior_rate, self.prior_w, self.hour_w) if settled else None
         for i, n in enumerate(self.sizes):
             start = (b - n + 1) * self.step_ms
             before_h = start // HOUR_MS
-            rates = st.base.rates(self.prior_rate, self.prior_w, self.hour_w, before_h)
+            rates = folded if folded is not None else base.rates(self.prior_rate, self.prior_w, self.hour_w, before_h)
             mu = 0.0
             t = start
             while t < horizon_ms:
@@ -203,12 +211,22 @@ class RateSpike(Struct):
                 t = nxt
             daily = self.windows_s[i] >= 12 * 3600
             phi = _phi_up(st.base.dispersion(daily, self.disp_prior, self.disp_weight))
-            out.append((mu / HOUR_MS, phi, st.base.history_h(before_h)))
+            out.append((mu / HOUR_MS, phi, base.history_h(None if settled else before_h)))
         return out
 
     def _decide_key(self, key: str, st: RateKey, b: int, horizon_ms: int, now_ms: int) -> RateVerdict | None:
-        exp = self._expectations(st, b, horizon_ms)
         totals = st.win.totals
+        if not st.firing:
+            if max(totals) < self.min_units:
+                return None  # cannot fire: no need for its expectations (most keys of a long tail)
+            hour = horizon_ms // HOUR_MS
+            if hour == st.screen_hour and all(t < k for t, k in zip(totals, st.screen)):
+                return None  # below this hour's screen: the exact expectations cannot say "fire"
+        exp = self._expectations(st, b, horizon_ms)
+        if not st.firing and horizon_ms // HOUR_MS != st.screen_hour:
+            st.screen_hour = horizon_ms // HOUR_MS
+            st.screen = [max(self.min_units, math.floor(self.min_ratio * 0.8 * mu),
+                             nb_threshold(0.8 * mu, nb_size(phi), self.alpha)) for mu, phi, _ in exp]
         if st.firing:
             held = now_ms - st.fired_ms >= self.windows_s[0] * 1000
             quiet = all(totals[i] < nb_threshold(mu, nb_size(phi), self.resolve_alpha)
