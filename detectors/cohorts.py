@@ -93,6 +93,8 @@ class CohortKey(Struct):
     pairs: dict[str, PairCounts] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)
     firing: set[str] = field(default_factory=set)
+    #: tests of this key that could reach significance (its share of the Benjamini-Hochberg family)
+    family: int = 0
     first_ms: int = 0
     last_ms: int = 0
     total: float = 0.0
@@ -165,8 +167,10 @@ class CohortCorrelation(Struct):
     keys: dict[str, CohortKey] = field(default_factory=dict)
     #: keys with a touched or firing pair (decide visits only these)
     active: set[str] = field(default_factory=set)
-    #: pairs held over all keys: the Benjamini-Hochberg family (times the scales)
+    #: pairs held over all keys
     n_pairs: int = 0
+    #: the Benjamini-Hochberg family: every (key, value, scale) test that could reach significance
+    family: int = 0
     start_ms: int | None = None
 
     # ------------------------------------------------------------------ folding
@@ -215,7 +219,6 @@ class CohortCorrelation(Struct):
         warm = self.start_ms is not None and now_ms >= self.start_ms + self.warmup_ms
         out: list[CohortVerdict] = []
         tests: list[_Test] = []
-        family = self.n_pairs
         active, self.active = self.active, set()
         for key in sorted(active):
             st = self.keys.get(key)
@@ -231,6 +234,11 @@ class CohortCorrelation(Struct):
             # scales where the key has too few effective units for any cohort test: skipped whole
             n_eff = {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute}
             testable = [i for i in self.acute if n_eff[i] >= self.min_units]
+            # Tarone: a test that cannot reach significance (its key has too few effective units for
+            # even a half-the-fleet cohort to hold them all at p <= q) is no member of the family
+            fam = len(st.pairs) * sum(1 for i in testable if n_eff[i] >= self._n_star)
+            self.family += fam - st.family
+            st.family = fam
             if not testable and not st.firing:
                 continue
             short = [i for i in testable if clock.scales_s[i] < 86400.0]
@@ -268,7 +276,7 @@ class CohortCorrelation(Struct):
                         tests.extend(found)
         if not tests:
             return out
-        family = max(family * len(self.acute), len(tests))
+        family = max(self.family, len(tests))
         rejected = benjamini_hochberg([t.p for t in tests], self.fdr, family)
         accepted: dict[str, list[_Test]] = {}
         for t, rej in zip(tests, rejected):
@@ -418,6 +426,11 @@ class CohortCorrelation(Struct):
                                      t.rr, t.lo, t.hi, hosts, tuple(notes)))
         return out
 
+    @property
+    def _n_star(self) -> float:
+        """Effective units a key needs before any of its cohorts can reach p <= fdr (a half-fleet cohort)."""
+        return math.log(self.fdr) / math.log(0.5)
+
     def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
                    accepted: list[tuple[str, AbstractSet[str]]], g: tuple[float, ...],
                    inventory: Inventory) -> tuple[str, str] | None:
@@ -559,6 +572,7 @@ class CohortCorrelation(Struct):
                         if pc.firing or pc.static or pc.c[L] / g[L] > DEAD or now_ms < pc.quiet_until_ms}
             st.touched &= set(st.pairs)
         self.n_pairs = sum(len(st.pairs) for st in self.keys.values())
+        self.family = sum(st.family for st in self.keys.values())
 
     def counts(self) -> dict[str, float]:
         return {k: s.total for k, s in self.keys.items()}

@@ -87,10 +87,10 @@ class DetectorConfig:
     #: Lower bound of that learned prior, units per hour: one case a day across the fleet, below
     #: which no rate can be told apart within a day (a statistical floor, not a fleet's rate).
     prior_rate_floor_per_h: float = 1.0 / 24.0
-    #: Prior overdispersion of a key's counts (NB: variance mu + phi mu^2), and its weight in
-    #: squared expected units; the key's own history takes over as it accrues.
-    dispersion_prior: float = 0.05
-    dispersion_prior_weight: float = 50.0
+    #: Prior overdispersion of a key's counts (NB: variance mu + phi mu^2) until the fleet's keys
+    #: have shown theirs (then the median of theirs is the prior); a key's own takes over as its
+    #: days accrue (docs/detectors.md). 0.1: a signature's rate swinging by ~30 % around its baseline.
+    dispersion_prior: float = 0.1
 
     # ---- host_spike, telemetry_host (peers) ----
     #: Time constants of a host's decayed counts for the acute test (hour, six hours, a day).

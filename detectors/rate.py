@@ -36,6 +36,12 @@ from fleetepi.detectors.windows import DAY_H, HOUR_MS, DailyBaseline, Windows, d
 
 #: Hours of baseline (folded, or credited silence for a key new to a running stream) before a key is tested.
 MIN_HISTORY_H = 12.0
+#: Observations a key's own dispersion must hold against the prior (its weight): a week of days, two
+#: days of hours.
+DISP_PRIOR_DAYS = 7.0
+DISP_PRIOR_HOURS = 24.0
+#: The learned dispersion prior stays within these.
+DISP_MIN, DISP_MAX = 0.01, 2.0
 
 #: phi values the thresholds are tabulated on (a learned phi is rounded up: conservative).
 _PHI_GRID = (0.0,) + tuple(0.005 * 2 ** (k / 2) for k in range(22))
@@ -103,7 +109,6 @@ class RateSpike(Struct):
     prior_w: float
     prior_floor: float
     disp_prior: float
-    disp_weight: float
     warmup_ms: int
     cooldown_ms: int
     ttl_ms: int
@@ -114,17 +119,20 @@ class RateSpike(Struct):
     start_ms: int | None = None
     prior_rate: float = 0.0
     prior_hour: int = -1
+    #: the dispersion prior, learned across keys (hourly and daily)
+    disp_prior_h: float = 0.0
+    disp_prior_d: float = 0.0
     late: int = 0
 
     @classmethod
     def new(cls, *, step_s: float, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float, min_units: int,
             min_spread: int, min_ratio: float, halflife_days: float, hour_prior_h: float, prior_weight_h: float,
-            prior_floor_per_h: float, dispersion_prior: float, dispersion_prior_weight: float, warmup_s: float,
+            prior_floor_per_h: float, dispersion_prior: float, warmup_s: float,
             cooldown_s: float, key_ttl_s: float, max_keys: int) -> RateSpike:
         sizes = sorted({max(1, round(w / step_s)) for w in windows_s})
         return cls(int(step_s * 1000), sizes, [n * step_s for n in sizes], alpha, resolve_alpha, min_units,
                    min_spread, min_ratio, decay_per_day(halflife_days), hour_prior_h, prior_weight_h,
-                   prior_floor_per_h, dispersion_prior, dispersion_prior_weight, int(warmup_s * 1000),
+                   prior_floor_per_h, dispersion_prior, int(warmup_s * 1000),
                    int(cooldown_s * 1000), int(key_ttl_s * 1000), max_keys, prior_rate=prior_floor_per_h)
 
     # ------------------------------------------------------------------ folding
@@ -210,7 +218,8 @@ class RateSpike(Struct):
                 mu += rates[(t // HOUR_MS) % DAY_H] * (nxt - t)
                 t = nxt
             daily = self.windows_s[i] >= 12 * 3600
-            phi = _phi_up(st.base.dispersion(daily, self.disp_prior, self.disp_weight))
+            prior, prior_n = (self.disp_prior_d, DISP_PRIOR_DAYS) if daily else (self.disp_prior_h, DISP_PRIOR_HOURS)
+            phi = _phi_up(base.dispersion(daily, prior, prior_n))
             out.append((mu / HOUR_MS, phi, base.history_h(None if settled else before_h)))
         return out
 
@@ -271,15 +280,39 @@ class RateSpike(Struct):
             f"baseline: the key's own hour-of-day rate (prior for new keys {self.prior_rate:.3g}/h)"))
 
     def _update_prior(self, horizon_ms: int) -> None:
-        """A new key's prior: half the median all-day rate of keys known for a day (hourly)."""
+        """Priors learned across keys, hourly: a new key's rate and every key's dispersion.
+
+        A new key's prior rate is half the median all-day rate of keys known
+        for a day. The dispersion prior is the median of the dispersions of
+        keys with a week (daily) or two days (hourly) of their own: how much
+        this fleet's signatures swing, before a key has shown its own.
+        """
         hour = horizon_ms // HOUR_MS
         if hour == self.prior_hour:
             return
         self.prior_hour = hour
-        rates = sorted(sum(st.base.c) / sum(st.base.e) for st in self.keys.values()
-                       if horizon_ms - st.first_ms >= 86_400_000 and sum(st.base.e) > 0)
+        if not self.disp_prior_h:
+            self.disp_prior_h = self.disp_prior_d = self.disp_prior
+        rates, phis_h, phis_d = [], [], []
+        for st in self.keys.values():
+            e = sum(st.base.e)
+            if horizon_ms - st.first_ms >= 86_400_000 and e > 0:
+                rates.append(sum(st.base.c) / e)
+            own = st.base.own_dispersion(False)
+            if own is not None and own[1] >= 2 * DISP_PRIOR_HOURS and sum(st.base.c) > 0:
+                phis_h.append(own[0])
+            own = st.base.own_dispersion(True)
+            if own is not None and own[1] >= DISP_PRIOR_DAYS:
+                phis_d.append(own[0])
+        rates.sort()
         median = rates[len(rates) // 2] if rates else 0.0
         self.prior_rate = max(self.prior_floor, 0.5 * median)
+        if len(phis_h) >= 5:
+            phis_h.sort()
+            self.disp_prior_h = min(max(phis_h[len(phis_h) // 2], DISP_MIN), DISP_MAX)
+        if len(phis_d) >= 5:
+            phis_d.sort()
+            self.disp_prior_d = min(max(phis_d[len(phis_d) // 2], DISP_MIN), DISP_MAX)
 
     # ------------------------------------------------------------------ time and memory
     def _evict(self) -> None:
@@ -307,7 +340,7 @@ def rate_spike_from_config(cfg: DetectorConfig, *, alpha: float | None = None, m
                          min_spread=c.sig_min_spread, min_ratio=c.sig_min_ratio if min_ratio is None else min_ratio,
                          halflife_days=c.baseline_halflife_days, hour_prior_h=c.hour_prior_h,
                          prior_weight_h=c.prior_weight_h, prior_floor_per_h=c.prior_rate_floor_per_h,
-                         dispersion_prior=c.dispersion_prior, dispersion_prior_weight=c.dispersion_prior_weight,
+                         dispersion_prior=c.dispersion_prior,
                          warmup_s=c.warmup_s, cooldown_s=c.cooldown_s, key_ttl_s=c.key_ttl_s, max_keys=c.max_keys)
 
 

@@ -110,6 +110,9 @@ class DailyBaseline(Struct):
     disp_den_h: float = 0.0
     disp_num_d: float = 0.0
     disp_den_d: float = 0.0
+    #: (decayed) numbers of hours and days behind those moments
+    disp_n_h: float = 0.0
+    disp_n_d: float = 0.0
     #: The day being accumulated for the daily moments: [absolute day, units, expected].
     day: tuple[int, float, float] = (-1, 0.0, 0.0)
 
@@ -174,11 +177,13 @@ class DailyBaseline(Struct):
         # dispersion moments (hourly), decayed per hour at the baseline's half-life
         self.disp_num_h = self.disp_num_h * decay_h + (acc - mu) ** 2 - acc
         self.disp_den_h = self.disp_den_h * decay_h + mu * mu
+        self.disp_n_h = self.disp_n_h * decay_h + 1.0
         d, dx, dm = self.day
         if h // DAY_H != d:
             if d >= 0 and dm > 0:
                 self.disp_num_d = self.disp_num_d * decay + (dx - dm) ** 2 - dx
                 self.disp_den_d = self.disp_den_d * decay + dm * dm
+                self.disp_n_d = self.disp_n_d * decay + 1.0
             d, dx, dm = h // DAY_H, 0.0, 0.0
         self.day = (d, dx + acc, dm + mu)
         self.c[slot] = self.c[slot] * decay + acc
@@ -204,10 +209,25 @@ class DailyBaseline(Struct):
         self._silent(self.hour, hour, decay_h, decay, prior_rate, prior_w, hour_w)
         self.hour = hour
 
-    def dispersion(self, daily: bool, prior: float, prior_weight: float) -> float:
-        """phi of ``var = mu + phi mu^2``: the key's own, shrunk toward ``prior``."""
-        num, den = (self.disp_num_d, self.disp_den_d) if daily else (self.disp_num_h, self.disp_den_h)
-        return max((num + prior * prior_weight) / (den + prior_weight), 0.0)
+    def dispersion(self, daily: bool, prior: float, prior_n: float) -> float:
+        """phi of ``var = mu + phi mu^2``: the key's own, shrunk toward ``prior`` by ``prior_n`` observations.
+
+        A handful of days says little about how a key swings from day to
+        day: with ``n`` days (or hours) behind the estimate, it weighs
+        ``n / (n + prior_n)`` against the prior.
+        """
+        num, den, n = ((self.disp_num_d, self.disp_den_d, self.disp_n_d) if daily
+                       else (self.disp_num_h, self.disp_den_h, self.disp_n_h))
+        if den <= 0 or n <= 0:
+            return prior
+        own = max(num / den, 0.0)
+        return (n * own + prior_n * prior) / (n + prior_n)
+
+    def own_dispersion(self, daily: bool) -> tuple[float, float] | None:
+        """(phi from the key's own counts, observations behind it), or None without any."""
+        num, den, n = ((self.disp_num_d, self.disp_den_d, self.disp_n_d) if daily
+                       else (self.disp_num_h, self.disp_den_h, self.disp_n_h))
+        return (max(num / den, 0.0), n) if den > 0 and n > 0 else None
 
 
 def window_expectation(rates: list[float], end_bucket: int, n_buckets: int, bucket_ms: int) -> float:

@@ -52,7 +52,7 @@ def test_baseline_learns_the_daily_cycle_keeps_a_guard_band_and_its_dispersion()
     mu = window_expectation(rates, end_bucket=(12 * 3600 // 300) + 11, n_buckets=12, bucket_ms=300_000)
     assert abs(mu - rates[12]) < 1e-9       # one whole hour of noon
     # counts that equal their expectation are underdispersed against Poisson: no extra dispersion learned
-    assert base.dispersion(False, prior=0.05, prior_weight=50.0) < 0.05
+    assert base.dispersion(False, prior=0.05, prior_n=48.0) < 0.05
 
 
 def test_a_swinging_key_learns_its_dispersion() -> None:
@@ -63,7 +63,7 @@ def test_a_swinging_key_learns_its_dispersion() -> None:
             swinging.add(day * 24 + h, 10.0 if day % 2 else 0.0)   # the same mean, day-to-day swings
     for b in (calm, swinging):
         b.fold_until(20 * 24, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
-    assert swinging.dispersion(True, 0.05, 50.0) > 10 * calm.dispersion(True, 0.05, 50.0)
+    assert swinging.dispersion(True, 0.05, 7.0) > 10 * calm.dispersion(True, 0.05, 7.0)
 
 
 def test_an_hour_that_fired_is_folded_at_most_at_the_expected_rate() -> None:
