@@ -98,8 +98,10 @@ class CaseMaker(Struct):
 
     @classmethod
     def new(cls, c: DetectorConfig) -> CaseMaker:
+        # crashes: a job abort without a job id is capped to a few units; telemetry: no cap, a rack of
+        # Xid 79 at once is what the cohort detectors are for (application Xids are not tested by cohort)
         return cls(UnitFilter.new(c.unit_span_s, c.job_span_s, c.step_s, c.burst_alpha),
-                   UnitFilter.new(c.unit_span_s, c.job_span_s, c.step_s, c.burst_alpha),
+                   UnitFilter.new(c.unit_span_s, c.job_span_s, c.step_s, 0.0),
                    Crossings(c.thermal_threshold_c, int(c.thermal_rearm_s * 1000)), c.tel_max_n)
 
     def quiet_reading(self, event: Crash | Telemetry) -> bool:

@@ -36,6 +36,9 @@ from fleetepi.detectors.windows import DAY_H, HOUR_MS, DailyBaseline, Windows, d
 
 #: Hours of baseline (folded, or credited silence for a key new to a running stream) before a key is tested.
 MIN_HISTORY_H = 12.0
+#: Windows up to this long test a key from its first case (a new signature's burst); longer ones wait
+#: until the key is as old as they are.
+NEW_KEY_WINDOW_S = 4 * 3600.0
 #: Observations a key's own dispersion must hold against the prior (its weight): a week of days, two
 #: days of hours.
 DISP_PRIOR_DAYS = 7.0
@@ -251,10 +254,15 @@ class RateSpike(Struct):
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
             return None
         best: tuple[float, int] | None = None
+        age_ms = now_ms - st.first_ms
         for i, (mu, phi, hist_h) in enumerate(exp):
             obs = totals[i]
             if hist_h < MIN_HISTORY_H:
                 continue  # no baseline yet for this window: the key's first hours are inside it
+            if self.windows_s[i] > NEW_KEY_WINDOW_S and age_ms < self.windows_s[i] * 1000:
+                # a key younger than a long window: its first day says when it appeared, not that it
+                # rose (in a long tail, hundreds of ordinary keys show up hours in); short windows only
+                continue
             if obs < self.min_units or obs < self.min_ratio * mu:
                 continue
             size = nb_size(phi)
@@ -299,18 +307,18 @@ class RateSpike(Struct):
             if horizon_ms - st.first_ms >= 86_400_000 and e > 0:
                 rates.append(sum(st.base.c) / e)
             own = st.base.own_dispersion(False)
-            if own is not None and own[1] >= 2 * DISP_PRIOR_HOURS and sum(st.base.c) > 0:
+            if own is not None and own[1] >= DISP_PRIOR_HOURS and sum(st.base.c) > 0:
                 phis_h.append(own[0])
             own = st.base.own_dispersion(True)
-            if own is not None and own[1] >= DISP_PRIOR_DAYS:
+            if own is not None and own[1] >= 2.0:
                 phis_d.append(own[0])
         rates.sort()
         median = rates[len(rates) // 2] if rates else 0.0
         self.prior_rate = max(self.prior_floor, 0.5 * median)
-        if len(phis_h) >= 5:
+        if len(phis_h) >= 20:
             phis_h.sort()
             self.disp_prior_h = min(max(phis_h[len(phis_h) // 2], DISP_MIN), DISP_MAX)
-        if len(phis_d) >= 5:
+        if len(phis_d) >= 20:
             phis_d.sort()
             self.disp_prior_d = min(max(phis_d[len(phis_d) // 2], DISP_MIN), DISP_MAX)
 

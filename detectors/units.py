@@ -40,6 +40,8 @@ class _KeyUnits(Struct):
     step: int = -1
     in_step: int = 0
     cap: int = 1 << 30
+    #: the last step whose cap was exceeded: a burst still going on in the next step adds nothing
+    overflow_step: int = -2
     last_ms: int = 0
 
 
@@ -75,14 +77,24 @@ class UnitFilter(Struct):
         if last is not None and ts_ms - last < self.unit_span_ms:
             self.dropped_host += 1
             return 0.0
+        if not self.burst_alpha:
+            st.hosts[host] = ts_ms  # no cap (hardware events: a rack-wide burst is the news)
+            return 1.0
         step = ts_ms // self.step_ms
         if step != st.step:
-            # the cap of a step: what the key's recent rate makes plausible in one step
+            # the cap of a step: what the key's recent rate makes plausible in one step; a burst that
+            # overflowed the previous step and goes on is the same burst: nothing more
             rate_h = self._rate_at(st, ts_ms) * HOUR_MS / RATE_TAU_MS
             st.cap = nb_threshold(rate_h * self.step_ms / HOUR_MS, math.inf, self.burst_alpha)
+            if st.overflow_step == step - 1:
+                st.cap = 0
             st.step, st.in_step = step, 0
         if st.in_step >= st.cap:
             self.dropped_burst += 1
+            if st.cap:
+                st.overflow_step = step
+            elif st.overflow_step == step - 1:
+                st.overflow_step = step  # still bursting: the next step stays closed too
             return 0.0
         st.in_step += 1
         st.hosts[host] = ts_ms
