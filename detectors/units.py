@@ -26,6 +26,10 @@ from fleetepi.detectors.windows import HOUR_MS
 
 #: Time constant of the key rate behind the burst cap (a day).
 RATE_TAU_MS = 86_400_000.0
+#: A capped burst that goes on into the next step with no gap longer than this is the same burst
+#: (a job abort straddling a step boundary); a slower spread (a new crash reaching host after host
+#: minutes apart) is not held back.
+BURST_GAP_MS = 90_000
 
 
 class _KeyUnits(Struct):
@@ -40,8 +44,8 @@ class _KeyUnits(Struct):
     step: int = -1
     in_step: int = 0
     cap: int = 1 << 30
-    #: the last step whose cap was exceeded: a burst still going on in the next step adds nothing
-    overflow_step: int = -2
+    #: when the last case beyond a step's cap came: a burst still going on adds nothing
+    overflow_ms: int = -(1 << 62)
     last_ms: int = 0
 
 
@@ -82,19 +86,13 @@ class UnitFilter(Struct):
             return 1.0
         step = ts_ms // self.step_ms
         if step != st.step:
-            # the cap of a step: what the key's recent rate makes plausible in one step; a burst that
-            # overflowed the previous step and goes on is the same burst: nothing more
+            # the cap of a step: what the key's recent rate makes plausible in one step
             rate_h = self._rate_at(st, ts_ms) * HOUR_MS / RATE_TAU_MS
             st.cap = nb_threshold(rate_h * self.step_ms / HOUR_MS, math.inf, self.burst_alpha)
-            if st.overflow_step == step - 1:
-                st.cap = 0
             st.step, st.in_step = step, 0
-        if st.in_step >= st.cap:
+        if st.in_step >= st.cap or ts_ms - st.overflow_ms < BURST_GAP_MS:
             self.dropped_burst += 1
-            if st.cap:
-                st.overflow_step = step
-            elif st.overflow_step == step - 1:
-                st.overflow_step = step  # still bursting: the next step stays closed too
+            st.overflow_ms = ts_ms
             return 0.0
         st.in_step += 1
         st.hosts[host] = ts_ms
