@@ -363,23 +363,33 @@ class MaintenanceSources:
         return [*self.file_windows, *self.silence_windows]
 
 
-def covers_labels(maintenance: Maintenance, labels: dict[str, str], ts_ms: int, host_label: str = "host") -> bool:
-    """Is the alert with ``labels`` about a host or place in a window at ``ts_ms``?
+def window_for_labels(maintenance: Maintenance, labels: dict[str, str], ts_ms: int,
+                      host_label: str = "host") -> Window | None:
+    """The window that holds the host or place an alert with ``labels`` is about at ``ts_ms``, if any.
 
     What an alert tells about its host's place: its ``escalation`` label
     (``rack=r07``), its ``attribute``/``value`` and any label named like an
     inventory attribute. A cohort window on an attribute the alert does not
     carry (``gpu_model``) cannot be matched from the labels alone.
     """
-    keys: list[str] = []
-    esc = labels.get("escalation", "")
-    attr, sep, value = esc.partition("=")
+    if not maintenance.windows:
+        return None
+    keys: set[str] = set()
+    attr, sep, value = labels.get("escalation", "").partition("=")
     if sep and attr and value:
-        keys.append(pair_key(attr, value))
+        keys.add(pair_key(attr, value))
     if labels.get("attribute") and labels.get("value"):
-        keys.append(pair_key(labels["attribute"], labels["value"]))
-    keys.extend(pair_key(k, v) for k, v in labels.items() if k not in ALERT_ONLY_LABELS and v)
-    return maintenance.covers(labels.get(host_label, ""), tuple(keys), ts_ms)
+        keys.add(pair_key(labels["attribute"], labels["value"]))
+    keys.update(pair_key(k, v) for k, v in labels.items() if k not in ALERT_ONLY_LABELS and v)
+    host = labels.get(host_label, "")
+    for w in maintenance.by_host.get(host, ()):
+        if w.start_ms <= ts_ms < w.end_ms:
+            return w
+    for k in sorted(keys):
+        for w in maintenance.by_pair.get(k, ()):
+            if w.start_ms <= ts_ms < w.end_ms:
+                return w
+    return None
 
 
 # ---------------------------------------------------------------------------- alerts held back
@@ -443,11 +453,11 @@ __all__ = [
     "MaintenanceSources",
     "Silence",
     "WindowSpec",
-    "covers_labels",
     "fetch_silences",
     "load_windows",
     "silence_window",
     "silences_to_windows",
     "to_window",
+    "window_for_labels",
     "windows_summary",
 ]
