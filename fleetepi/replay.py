@@ -23,7 +23,7 @@ from fleetepi.console import summary_table
 from fleetepi.detectors import DetectorConfig
 from fleetepi.detectors.maintenance import Window
 from fleetepi.jsonl import DamagedInput, JsonlFileError, LineSource, open_input, open_output
-from fleetepi.metrics import DEFAULT_BIND, PipelineMetrics, serve
+from fleetepi.metrics import DEFAULT_BIND, TICKET_TTL_S, PipelineMetrics, serve
 from fleetepi.pipeline import JsonlAlertSink, Pipeline, StrictModeError, batch_gc
 
 
@@ -101,6 +101,8 @@ def _progress(console: Console) -> Progress:
 @click.option("--metrics-port", type=int, default=None, metavar="PORT",
               help="Serve Prometheus metrics on this port while replaying.")
 @click.option("--metrics-bind", default=DEFAULT_BIND, show_default=True, help="Address for --metrics-port.")
+@click.option("--ticket-ttl", "ticket_ttl_s", default=TICKET_TTL_S, show_default=True, type=click.FloatRange(0.0),
+              metavar="SECONDS", help="Event time a ticket's alert series stays up (tickets never resolve); 0: forever.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--archive", "archive_dir", type=click.Path(file_okay=False), metavar="DIR",
@@ -112,7 +114,7 @@ def _progress(console: Console) -> Progress:
 @click.option("-q", "--quiet", is_flag=True, help="No summary table.")
 def replay_command(input_path: str, output_path: str, strict: bool, config_path: str | None,
                    metrics_port: int | None, metrics_bind: str, progress: bool | None, quiet: bool,
-                   archive_dir: str | None, maintenance_path: str | None) -> None:
+                   archive_dir: str | None, maintenance_path: str | None, ticket_ttl_s: float) -> None:
     """Run the detectors over recorded events and write the alerts.
 
     Bad lines (malformed JSON, unknown schema, missing or invalid fields,
@@ -134,7 +136,7 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
     metrics = None
     server = None
     if metrics_port is not None:
-        metrics = PipelineMetrics()
+        metrics = PipelineMetrics(ticket_ttl_s=ticket_ttl_s)
         try:
             server = serve(metrics.registry, metrics_port, metrics_bind)
         except OSError as exc:

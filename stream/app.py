@@ -81,6 +81,7 @@ class WorkerSettings:
     :param maintenance_file: maintenance windows (YAML/CSV, ``fleetepi.maintenance``), re-read when it changes.
     :param alertmanager_url: an Alertmanager whose silences naming hosts or places are maintenance windows.
     :param maintenance_refresh_s: wall seconds between two reads of the file and the silences.
+    :param ticket_ttl_s: event time a ticket's alert series stays up (tickets never resolve; 0: forever).
     """
 
     broker: str = "kafka://127.0.0.1:9092"
@@ -100,6 +101,7 @@ class WorkerSettings:
     maintenance_file: str | None = None
     alertmanager_url: str | None = None
     maintenance_refresh_s: float = 60.0
+    ticket_ttl_s: float = 86_400.0
 
     @property
     def bootstrap(self) -> str:

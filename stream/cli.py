@@ -48,11 +48,13 @@ def _fail(exc: Exception) -> click.ClickException:
                    "windows, read every --maintenance-refresh seconds.")
 @click.option("--maintenance-refresh", default=60.0, show_default=True, type=click.FloatRange(1.0),
               help="Seconds between two reads of the maintenance file and the silences.")
+@click.option("--ticket-ttl", "ticket_ttl_s", default=86_400.0, show_default=True, type=click.FloatRange(0.0),
+              metavar="SECONDS", help="Event time a ticket's alert series stays up (tickets never resolve); 0: forever.")
 def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int, web_port: int, metrics_port: int,
                    no_metrics: bool, bind: str, data_dir: str, batch_max: int, batch_within: float,
                    checkpoint_interval: float, idle_release: float, fetch_loop: str,
                    config_path: str | None, maintenance_path: str | None, alertmanager_url: str | None,
-                   maintenance_refresh: float) -> None:
+                   maintenance_refresh: float, ticket_ttl_s: float) -> None:
     """Run a stream worker: the detectors on the partitions this worker owns.
 
     \b
@@ -85,7 +87,8 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
                                   checkpoint_interval_s=checkpoint_interval, idle_release_s=idle_release,
                                   fast_consumer=fetch_loop == "fast",
                                   config=config, maintenance_file=maintenance_path,
-                                  alertmanager_url=alertmanager_url, maintenance_refresh_s=maintenance_refresh)
+                                  alertmanager_url=alertmanager_url, maintenance_refresh_s=maintenance_refresh,
+                                  ticket_ttl_s=ticket_ttl_s)
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         run(settings, loglevel=level)
     except FleetepiError as exc:
