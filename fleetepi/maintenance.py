@@ -312,6 +312,11 @@ class MaintenanceSources:
                  fetch: Callable[[str], list[Window]] | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self.alertmanager_url = alertmanager_url
+        if alertmanager_url is not None and fetch is None:
+            try:
+                import httpx  # noqa: F401 - only checks that it is there, at start-up
+            except ImportError:
+                raise ConfigError("reading Alertmanager's silences needs httpx: pip install 'fleetepi[ops]'") from None
         self._fetch = fetch or fetch_silences
         self.file_windows: list[Window] = []
         self.silence_windows: list[Window] = []
