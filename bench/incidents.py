@@ -108,7 +108,9 @@ def run_one(seed: int, hosts: int | None, days: float | None) -> tuple[RunResult
         pipe.finish()
     cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
     firing = [a for a in sink.alerts if a.state == "firing"]
-    score = score_run(firing, sim.truth, getattr(sim, "bursts", []), cfg.hosts, cfg.days)
+    # the run's benign phenomena where the simulator labels them (sim branch), else its job bursts
+    benign = getattr(sim, "benign", None) or getattr(sim, "bursts", [])
+    score = score_run(firing, sim.truth, benign, cfg.hosts, cfg.days)
     # score_run keeps one outcome per firing alert, in order
     outcomes = list(score.alerts)
     assert len(outcomes) == len(firing), "scoring skipped a firing alert"
