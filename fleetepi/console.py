@@ -134,6 +134,14 @@ def summary_table(summary: RunSummary, title: TextType = "fleetepi run") -> Tabl
                       f"{summary.resolved.get(kind, 0)} resolved")
     if not kinds:
         table.add_row("  alerts", "0", "")
+    if kinds:
+        table.add_row("  pages", str(summary.pages), f"{len(summary.paged_incidents)} incident(s) paged; "
+                      f"{summary.tickets} ticket(s)")
+    suppressed = sum(summary.suppressed.values())
+    table.add_row("in maintenance", str(summary.in_maintenance),
+                  f"events of hosts in maintenance (neither cases nor baselines); {suppressed} alert(s) suppressed"
+                  + (f"; {summary.maintenance_windows} window(s) from file/silences"
+                     if summary.maintenance_windows else ""))
     table.add_row("hosts in inventory", str(summary.hosts), "")
     if summary.watermark_ms is not None:
         table.add_row("event time reached", "", format_ts_ms(summary.watermark_ms))

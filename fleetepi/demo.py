@@ -32,7 +32,7 @@ from fleetepi.contract import Alert, Event, format_ts, ts_from_ms
 from fleetepi.exceptions import FleetepiError
 from fleetepi.metrics import PipelineMetrics, serve
 from fleetepi.pipeline import FanoutAlertSink, ListAlertSink, Pipeline
-from fleetepi.replay import close_archive, load_config, open_archive
+from fleetepi.replay import close_archive, load_config, load_maintenance, open_archive
 
 #: Where the demo archives its run unless told otherwise (replaced on each run).
 DEMO_ARCHIVE = "fleetepi-demo-archive"
@@ -173,9 +173,11 @@ def _simulation(hosts: int, days: float, seed: int) -> Any:
               help=f"Keep the run's events and alerts in this Parquet archive (appends). Default: {DEMO_ARCHIVE}/, "
                    "replaced on each run.")
 @click.option("--no-archive", is_flag=True, help="Do not archive the run.")
+@click.option("--maintenance", "maintenance_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Maintenance windows (YAML or CSV, see `fleetepi replay --help`): planned work pages nobody.")
 def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind: str, no_metrics: bool,
                  config_path: str | None, exit_after: bool, quiet_resolved: bool, archive_dir: str | None,
-                 no_archive: bool) -> None:
+                 no_archive: bool, maintenance_path: str | None) -> None:
     """Simulate a GPU fleet, detect its outbreaks in-process, serve metrics.
 
     A fleet of --hosts hosts (GPU model, driver, BIOS, rack, datacenter) runs
@@ -203,6 +205,7 @@ def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind
         out = Console(width=160)
     with config_errors():
         config = load_config(config_path)
+        windows = load_maintenance(maintenance_path)
     span_s = days * 86400.0
     pace = parse_speed(speed, span_s)
     metrics = PipelineMetrics()
@@ -227,6 +230,8 @@ def demo_command(hosts: int, days: float, seed: int, speed: str, port: int, bind
     printer = TerminalAlertSink(out, show_resolved=not quiet_resolved)
     archive, where = _demo_archive(out, archive_dir, no_archive)
     pipe = Pipeline(config=config, metrics=metrics, sink=FanoutAlertSink(collected, printer), archive=archive)
+    if windows:
+        pipe.set_maintenance(windows)
     interrupted = False
     try:
         _run(pipe, paced(sim.events(), pace), out, span_s)

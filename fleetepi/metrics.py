@@ -18,6 +18,11 @@ names and types are exactly those of ``prometheus_client`` counters/gauges.
 Label cardinality stays bounded: hosts and signatures only appear in the
 *firing* alert series (removed on resolve) and in the top-N gauges, which are
 read from a sliding one-hour window of event time that expires by itself.
+Tickets (``severity: ticket``: chronic hosts, static associations, crash
+loops) fire once and never resolve, so their series are removed
+``ticket_ttl_s`` of *event time* after they fired (the watermark, as every
+other window here: a replay and a worker expire them at the same point of
+the stream): a ticket is a notification, not an alert that fires forever.
 """
 
 from __future__ import annotations
@@ -39,8 +44,14 @@ from fleetepi.contract.models import AlertKind
 EVENT_KINDS = ("host", "crash", "telemetry")
 #: Alert kinds of the contract (pre-created at 0).
 ALERT_KINDS: tuple[str, ...] = get_args(AlertKind)
-#: Label names of the per-alert gauges, in order; "" where not applicable.
-ALERT_LABELS = ("kind", "signature", "host", "attribute", "value", "telemetry_kind", "code")
+#: Label names of the per-alert gauges, in order; "" where not applicable. ``severity`` is always
+#: ``page`` or ``ticket`` (absent in the alert means page, as the contract says); ``finding``,
+#: ``incident`` and ``escalation`` (the place a host alert is held under) are what Alertmanager
+#: groups, routes and inhibits on (deploy/alertmanager/alertmanager.yml).
+ALERT_LABELS = ("kind", "signature", "host", "attribute", "value", "telemetry_kind", "code",
+                "severity", "finding", "incident", "escalation")
+#: Event time a ticket's series stays up by default: a day.
+TICKET_TTL_S = 86_400.0
 
 #: Default listen address of :func:`serve`: local only. Metrics name hosts and
 #: signatures, so exposing them to the network is an explicit choice (``--bind``).
@@ -140,6 +151,10 @@ def alert_labels(alert: Alert) -> tuple[str, ...]:
         alert.value or "",
         alert.telemetry_kind or "",
         "" if alert.code is None else str(alert.code),
+        "page" if alert.is_page else "ticket",
+        alert.finding or "",
+        alert.incident or "",
+        alert.escalation or "",
     )
 
 
@@ -154,6 +169,8 @@ class PipelineMetrics(Collector):
         because the Xid-by-rack heatmap is the panel operators ask for first.
     :param top_n: series kept in the top-N crash gauges.
     :param window_s: event-time window of the top-N crash gauges, seconds.
+    :param ticket_ttl_s: event time after which a firing ticket's series are removed
+        (tickets never resolve); ``0`` keeps them until they resolve.
     """
 
     def __init__(
@@ -163,14 +180,31 @@ class PipelineMetrics(Collector):
         cohort_attribute: str = "rack",
         top_n: int = 20,
         window_s: float = 3600.0,
+        ticket_ttl_s: float = TICKET_TTL_S,
     ) -> None:
+        if ticket_ttl_s < 0:
+            raise ValueError("ticket_ttl_s must be >= 0")
         self.registry = registry if registry is not None else CollectorRegistry()
         self.cohort_attribute = cohort_attribute
         self.top_n = top_n
+        self.ticket_ttl_ms = int(ticket_ttl_s * 1000)
         self.events: dict[str, int] = dict.fromkeys(EVENT_KINDS, 0)
         self.invalid: dict[str, int] = dict.fromkeys(REASONS, 0)
         self.alerts: dict[str, int] = dict.fromkeys(ALERT_KINDS, 0)
         self.resolved: dict[str, int] = dict.fromkeys(ALERT_KINDS, 0)
+        #: alerts fired, by severity (page, ticket)
+        self.severities: dict[str, int] = {"page": 0, "ticket": 0}
+        #: alerts held back because their host or place was in maintenance, by kind
+        self.suppressed: dict[str, int] = dict.fromkeys(ALERT_KINDS, 0)
+        #: ticket series removed after ticket_ttl_s, by kind
+        self.expired: dict[str, int] = dict.fromkeys(ALERT_KINDS, 0)
+        #: events of hosts in maintenance (announced or in a window): neither cases nor baselines
+        self.in_maintenance = 0
+        #: maintenance windows in force (file and silences)
+        self.maintenance_windows = 0
+        #: firing tickets: alert key -> event time (ms) its series expires
+        self._ticket_expiry: dict[str, int] = {}
+        self._next_expiry_ms: int | None = None
         self.telemetry: dict[tuple[str, str, str], int] = {}
         #: alert key -> (label values, alert) for alerts firing now.
         self.firing: dict[str, tuple[tuple[str, ...], Alert]] = {}
@@ -198,9 +232,48 @@ class PipelineMetrics(Collector):
         if alert.state == "resolved":
             self.resolved[alert.kind] = self.resolved.get(alert.kind, 0) + 1
             self.firing.pop(key, None)
+            self._ticket_expiry.pop(key, None)
+            return
+        self.alerts[alert.kind] = self.alerts.get(alert.kind, 0) + 1
+        severity = "page" if alert.is_page else "ticket"
+        self.severities[severity] += 1
+        self.firing[key] = (alert_labels(alert), alert)
+        if severity == "ticket" and self.ticket_ttl_ms > 0:
+            until = alert.ts_ms + self.ticket_ttl_ms
+            self._ticket_expiry[key] = until
+            if self._next_expiry_ms is None or until < self._next_expiry_ms:
+                self._next_expiry_ms = until
+            if self.watermark_ms is not None and self.watermark_ms >= until:
+                self._expire_tickets(self.watermark_ms)
         else:
-            self.alerts[alert.kind] = self.alerts.get(alert.kind, 0) + 1
-            self.firing[key] = (alert_labels(alert), alert)
+            self._ticket_expiry.pop(key, None)
+
+    def count_suppressed(self, kind: str, n: int = 1) -> None:
+        """An alert held back because its host or place was in maintenance (``fleetepi.maintenance.AlertGate``)."""
+        self.suppressed[kind] = self.suppressed.get(kind, 0) + n
+
+    def set_in_maintenance(self, n: int) -> None:
+        """Events dropped for maintenance so far (the engine's ``flags["in_maintenance"]``)."""
+        self.in_maintenance = n
+
+    def count_in_maintenance(self, n: int) -> None:
+        """More events dropped for maintenance (a stream worker adds each batch's)."""
+        self.in_maintenance += n
+
+    def set_maintenance_windows(self, n: int) -> None:
+        self.maintenance_windows = n
+
+    def _expire_tickets(self, now_ms: int) -> None:
+        """Remove the series of tickets older than ``ticket_ttl_s`` of event time."""
+        expiry = self._ticket_expiry
+        for key, until in list(expiry.items()):
+            if until <= now_ms:
+                del expiry[key]
+                entry = self.firing.pop(key, None)
+                if entry is not None:
+                    kind = entry[1].kind
+                    self.expired[kind] = self.expired.get(kind, 0) + 1
+        self._next_expiry_ms = min(expiry.values(), default=None)
 
     def observe_crash(self, crash: Crash, ts_ms: int) -> None:
         """Feed the top-N "crashes in the last hour" gauges."""
@@ -219,6 +292,8 @@ class PipelineMetrics(Collector):
         self.watermark_ms = watermark_ms
         self.signature_crashes.advance(watermark_ms)
         self.host_crashes.advance(watermark_ms)
+        if self._next_expiry_ms is not None and watermark_ms >= self._next_expiry_ms:
+            self._expire_tickets(watermark_ms)
 
     def set_hosts(self, n: int) -> None:
         self.hosts = n
@@ -229,6 +304,16 @@ class PipelineMetrics(Collector):
         yield _counter("fleetepi_events_invalid", "Events rejected or flagged, by reason.", "reason", self.invalid)
         yield _counter("fleetepi_alerts", "Alerts fired, by kind.", "kind", self.alerts)
         yield _counter("fleetepi_alerts_resolved", "Alerts resolved, by kind.", "kind", self.resolved)
+        yield _counter("fleetepi_alerts_severity", "Alerts fired, by severity (page, ticket).", "severity",
+                       self.severities)
+        yield _counter("fleetepi_alerts_suppressed", "Alerts held back because their host or place was in "
+                       "maintenance, by kind.", "kind", self.suppressed)
+        yield _counter("fleetepi_tickets_expired", "Ticket series removed after the ticket TTL (event time), by "
+                       "kind.", "kind", self.expired)
+        yield CounterMetricFamily("fleetepi_events_in_maintenance", "Events of hosts in maintenance (announced or "
+                                  "in a window): neither cases nor baselines.", value=self.in_maintenance)
+        yield GaugeMetricFamily("fleetepi_maintenance_windows", "Maintenance windows in force (file and "
+                                "Alertmanager silences).", value=self.maintenance_windows)
         yield from self._alert_gauges()
         wm = GaugeMetricFamily("fleetepi_watermark_timestamp_seconds", "Event time the detectors have reached.")
         if self.watermark_ms is not None:
@@ -294,6 +379,7 @@ __all__ = [
     "ALERT_LABELS",
     "DEFAULT_BIND",
     "EVENT_KINDS",
+    "TICKET_TTL_S",
     "PipelineMetrics",
     "SlidingCounter",
     "alert_labels",

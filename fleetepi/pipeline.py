@@ -30,7 +30,9 @@ from typing import BinaryIO, Protocol
 
 from fleetepi.contract import Alert, Crash, Event, Host, Telemetry, decode_event, encode, format_ts, ts_from_ms
 from fleetepi.detectors import DetectorConfig, Engine
+from fleetepi.detectors.maintenance import Window
 from fleetepi.exceptions import FleetepiError, InvalidMessage
+from fleetepi.maintenance import AlertGate
 from fleetepi.metrics import PipelineMetrics
 
 #: How many lines between two calls of the progress callback and metric gauges.
@@ -130,6 +132,15 @@ class RunSummary:
     first_ts_ms: int | None = None
     watermark_ms: int | None = None
     hosts: int = 0
+    #: firing alerts by severity, and the incidents the pages belong to
+    pages: int = 0
+    tickets: int = 0
+    paged_incidents: set[str] = field(default_factory=set)
+    #: planned work: events of hosts in maintenance (dropped by the engine), alerts held back by kind,
+    #: windows in force (file, silences)
+    in_maintenance: int = 0
+    suppressed: Counter[str] = field(default_factory=Counter)
+    maintenance_windows: int = 0
 
     @property
     def invalid_total(self) -> int:
@@ -174,6 +185,15 @@ class Pipeline:
         #: latest attributes per host as read (metrics labels only)
         self._attrs: dict[str, dict[str, str]] = {}
         self.engine.on_invalid = self._on_admission
+        #: holds back alerts about hosts or places in maintenance (fleetepi.maintenance)
+        self.gate = AlertGate()
+
+    def set_maintenance(self, windows: list[Window]) -> None:
+        """Maintenance windows (a file, Alertmanager's silences) besides the ``maintenance`` attribute."""
+        self.engine.set_maintenance(windows)
+        self.summary.maintenance_windows = len(windows)
+        if self.metrics is not None:
+            self.metrics.set_maintenance_windows(len(windows))
 
     # ------------------------------------------------------------------ bad input
     def _record_invalid(self, reason: str, detail: str) -> None:
@@ -263,8 +283,21 @@ class Pipeline:
 
     def _emit(self, alerts: list[Alert]) -> None:
         s = self.summary
+        admit = self.gate.admit
         for a in alerts:
-            (s.resolved if a.state == "resolved" else s.fired)[a.kind] += 1
+            firing = a.state != "resolved"
+            if not admit(a, self.engine):
+                if firing:
+                    s.suppressed[a.kind] += 1
+                    if self.metrics is not None:
+                        self.metrics.count_suppressed(a.kind)
+                continue
+            (s.fired if firing else s.resolved)[a.kind] += 1
+            if firing and a.is_page:
+                s.pages += 1
+                s.paged_incidents.add(a.incident or a.key)
+            elif firing:
+                s.tickets += 1
             if self.metrics is not None:
                 self.metrics.observe_alert(a)
             if self.sink is not None:
@@ -278,9 +311,11 @@ class Pipeline:
         self.summary.events = Counter(eng.events)
         self.summary.watermark_ms = eng.watermark_ms
         self.summary.hosts = len(eng.announced)
+        self.summary.in_maintenance = eng.flags["in_maintenance"]
         if self.metrics is not None:
             self.metrics.set_watermark(eng.watermark_ms)
             self.metrics.set_hosts(len(eng.announced))
+            self.metrics.set_in_maintenance(eng.flags["in_maintenance"])
 
     def run(self, lines: Iterable[bytes], progress: Callable[[], None] | None = None) -> RunSummary:
         """Process every line; call ``progress()`` every :data:`REPORT_EVERY` lines.

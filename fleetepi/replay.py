@@ -21,8 +21,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from fleetepi.config import config_errors, load
 from fleetepi.console import summary_table
 from fleetepi.detectors import DetectorConfig
+from fleetepi.detectors.maintenance import Window
 from fleetepi.jsonl import DamagedInput, JsonlFileError, LineSource, open_input, open_output
-from fleetepi.metrics import DEFAULT_BIND, PipelineMetrics, serve
+from fleetepi.metrics import DEFAULT_BIND, TICKET_TTL_S, PipelineMetrics, serve
 from fleetepi.pipeline import JsonlAlertSink, Pipeline, StrictModeError, batch_gc
 
 
@@ -35,6 +36,15 @@ def load_config(path: str | Path | None) -> DetectorConfig:
     if path is None:
         return DetectorConfig()
     return load(path, DetectorConfig)
+
+
+def load_maintenance(path: str | None) -> list[Window]:
+    """The windows of ``--maintenance FILE`` (none without it); a bad file is one ``ConfigFileError`` line."""
+    if path is None:
+        return []
+    from fleetepi.maintenance import load_windows
+
+    return load_windows(path)
 
 
 def open_archive(archive_dir: str | None) -> Any:
@@ -91,15 +101,20 @@ def _progress(console: Console) -> Progress:
 @click.option("--metrics-port", type=int, default=None, metavar="PORT",
               help="Serve Prometheus metrics on this port while replaying.")
 @click.option("--metrics-bind", default=DEFAULT_BIND, show_default=True, help="Address for --metrics-port.")
+@click.option("--ticket-ttl", "ticket_ttl_s", default=TICKET_TTL_S, show_default=True, type=click.FloatRange(0.0),
+              metavar="SECONDS", help="Event time a ticket's alert series stays up (tickets never resolve); 0: forever.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: only when stderr is a terminal).")
 @click.option("--archive", "archive_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Also keep every accepted event and alert in this Parquet archive (for `fleetepi investigate` "
                    "and `fleetepi report`); appends if it exists.")
+@click.option("--maintenance", "maintenance_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Maintenance windows (YAML or CSV: hosts or attribute=value, start, end, reason; see "
+                   "fleetepi/maintenance.py): their events count neither as cases nor in baselines.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary table.")
 def replay_command(input_path: str, output_path: str, strict: bool, config_path: str | None,
                    metrics_port: int | None, metrics_bind: str, progress: bool | None, quiet: bool,
-                   archive_dir: str | None) -> None:
+                   archive_dir: str | None, maintenance_path: str | None, ticket_ttl_s: float) -> None:
     """Run the detectors over recorded events and write the alerts.
 
     Bad lines (malformed JSON, unknown schema, missing or invalid fields,
@@ -112,14 +127,16 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
       fleetepi simulate -o events.jsonl.gz && fleetepi replay -i events.jsonl.gz -o alerts.jsonl
       zcat events.jsonl.gz | fleetepi replay -i - | jq -c 'select(.state=="firing")'
       fleetepi replay -i events.jsonl.gz -o alerts.jsonl --archive arch && fleetepi report --archive arch
+      fleetepi replay -i events.jsonl.gz --maintenance reboots.yaml    planned work pages nobody
     """
     err = Console(stderr=True)
     with config_errors():
         config = load_config(config_path)
+        windows = load_maintenance(maintenance_path)
     metrics = None
     server = None
     if metrics_port is not None:
-        metrics = PipelineMetrics()
+        metrics = PipelineMetrics(ticket_ttl_s=ticket_ttl_s)
         try:
             server = serve(metrics.registry, metrics_port, metrics_bind)
         except OSError as exc:
@@ -130,6 +147,8 @@ def replay_command(input_path: str, output_path: str, strict: bool, config_path:
     try:
         with batch_gc(), open_input(input_path) as source, open_output(output_path) as out:
             pipe = Pipeline(config=config, sink=JsonlAlertSink(out), metrics=metrics, strict=strict, archive=archive)
+            if windows:
+                pipe.set_maintenance(windows)
             try:
                 if show_progress:
                     _run_with_progress(pipe, source, err)
@@ -170,4 +189,4 @@ def _run_with_progress(pipe: Pipeline, source: LineSource, err: Console) -> None
         pipe.run(source, tick)
 
 
-__all__ = ["close_archive", "load_config", "open_archive", "replay_command"]
+__all__ = ["close_archive", "load_config", "load_maintenance", "open_archive", "replay_command"]

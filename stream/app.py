@@ -39,6 +39,7 @@ from fleetepi.stream.checkpoint import CheckpointStore
 from fleetepi.stream.deadletter import encode_letter, make_letter
 from fleetepi.stream.fastconsumer import FastApp
 from fleetepi.stream.hostfeed import HostFeed
+from fleetepi.stream.maintenance import WorkerMaintenance
 from fleetepi.stream.metrics import StreamMetrics
 from fleetepi.stream.partitioning import Stage, bundle, split_bundles, stages
 from fleetepi.stream.recovery import catch_up
@@ -77,6 +78,10 @@ class WorkerSettings:
     :param fast_consumer: faust's fetch loop without its per-record race (``fleetepi.stream.fastconsumer``,
         ~2x the throughput); False runs faust's own (``--fetch-loop faust``).
     :param config: detector settings.
+    :param maintenance_file: maintenance windows (YAML/CSV, ``fleetepi.maintenance``), re-read when it changes.
+    :param alertmanager_url: an Alertmanager whose silences naming hosts or places are maintenance windows.
+    :param maintenance_refresh_s: wall seconds between two reads of the file and the silences.
+    :param ticket_ttl_s: event time a ticket's alert series stays up (tickets never resolve; 0: forever).
     """
 
     broker: str = "kafka://127.0.0.1:9092"
@@ -93,6 +98,10 @@ class WorkerSettings:
     idle_release_s: float = 10.0
     fast_consumer: bool = True
     config: DetectorConfig = field(default_factory=DetectorConfig)
+    maintenance_file: str | None = None
+    alertmanager_url: str | None = None
+    maintenance_refresh_s: float = 60.0
+    ticket_ttl_s: float = 86_400.0
 
     @property
     def bootstrap(self) -> str:
@@ -155,6 +164,8 @@ class StreamWorker:
         self.stages: Sequence[Stage] = stages(self.names)
         self.hostfeed = HostFeed(settings.bootstrap, self.inventory, self.names.hosts,
                                  on_change=self.pipeline.set_hosts)
+        # --- maintenance windows (issue 13): file + Alertmanager silences, pushed to the fleet engines
+        self.maintenance = WorkerMaintenance(settings.maintenance_file, settings.alertmanager_url, self.pipeline)
         app_class = FastApp if settings.fast_consumer else faust.App
         self.app = app_class(settings.app_id, **faust_settings(settings))
         self.worker_name = f"{settings.app_id}@{settings.web_port}"
@@ -201,6 +212,12 @@ class StreamWorker:
 
             app.timer(interval=CAUGHT_UP_INTERVAL_S)(caught_up_marks)
 
+        if self.maintenance.enabled and self.settings.maintenance_refresh_s > 0:
+            async def maintenance_refresh() -> None:
+                await self.maintenance.refresh(st for st in list(self.states.values()) if st.stage.framed)
+
+            app.timer(interval=self.settings.maintenance_refresh_s)(maintenance_refresh)
+
         self._on_assigned = on_assigned  # keep a strong reference
         app.on_partitions_assigned.connect(on_assigned)
 
@@ -237,6 +254,8 @@ class StreamWorker:
                 snap = self.checkpoints.load(stage.name, partition)
                 if snap is not None and st.restore(snap):
                     log.info("%s[%d]: checkpoint at offset %d loaded", stage.name, partition, st.next_offset)
+            if stage.framed:
+                self.maintenance.apply(st.engine)  # the windows known now, not the checkpoint's
             self.states[key] = st
         return st
 
@@ -340,9 +359,11 @@ class StreamWorker:
                     msgs = await self._input_gap(st, first) + msgs
                 if stage.framed:
                     alerts = []
+                    dropped = st.engine.flags["in_maintenance"]
                     for m in msgs:
                         if m.offset >= st.next_offset:  # else already folded (redelivery)
                             alerts.extend(st.apply_bundle(m.offset, m.value))
+                    alerts = self.maintenance.gate((stage.name, p), st.engine, alerts, dropped)
                 else:
                     alerts = await self._input_partition(stage, st, p, msgs, pending)
                     pipeline.set_watermark(st.engine.watermark_ms)

@@ -41,11 +41,34 @@ def _fail(exc: Exception) -> click.ClickException:
                    "stream/fastconsumer.py); faust: faust's own, if an upgrade of faust breaks the fast one.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Detector settings (YAML or JSON mapping of DetectorConfig fields).")
+@click.option("--maintenance", "maintenance_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Maintenance windows (YAML or CSV, see fleetepi/maintenance.py), re-read when it changes.")
+@click.option("--alertmanager", "alertmanager_url", metavar="URL",
+              help="Alertmanager base URL: its silences that name a host or a place (rack=r07) are maintenance "
+                   "windows, read every --maintenance-refresh seconds.")
+@click.option("--maintenance-refresh", default=60.0, show_default=True, type=click.FloatRange(1.0),
+              help="Seconds between two reads of the maintenance file and the silences.")
+@click.option("--ticket-ttl", "ticket_ttl_s", default=86_400.0, show_default=True, type=click.FloatRange(0.0),
+              metavar="SECONDS", help="Event time a ticket's alert series stays up (tickets never resolve); 0: forever.")
 def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int, web_port: int, metrics_port: int,
                    no_metrics: bool, bind: str, data_dir: str, batch_max: int, batch_within: float,
                    checkpoint_interval: float, idle_release: float, fetch_loop: str,
-                   config_path: str | None) -> None:
-    """Run a stream worker: the detectors on the partitions this worker owns."""
+                   config_path: str | None, maintenance_path: str | None, alertmanager_url: str | None,
+                   maintenance_refresh: float, ticket_ttl_s: float) -> None:
+    """Run a stream worker: the detectors on the partitions this worker owns.
+
+    \b
+    Planned work: hosts announced with a maintenance attribute, the windows
+    of --maintenance FILE and the silences of --alertmanager URL count
+    neither as cases nor in baselines. Silences make a live worker's
+    decisions depend on when it read them (a replay with the file only is
+    deterministic).
+
+    \b
+    Examples:
+      fleetepi worker --broker kafka://127.0.0.1:9092
+      fleetepi worker --maintenance /etc/fleetepi/maintenance.yaml --alertmanager http://alertmanager:9093
+    """
     from fleetepi.config import config_errors, load
     from fleetepi.detectors import DetectorConfig
     from fleetepi.stream.app import WorkerSettings
@@ -53,13 +76,19 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
 
     with config_errors():
         config = load(config_path, DetectorConfig) if config_path else DetectorConfig()
+        if maintenance_path:
+            from fleetepi.maintenance import load_windows
+
+            load_windows(maintenance_path)  # a bad file stops here, before the broker is touched
     try:
         settings = WorkerSettings(broker=broker, app_id=app_id, topic_prefix=topic_prefix, partitions=partitions,
                                   web_port=web_port, metrics_port=None if no_metrics else metrics_port, bind=bind,
                                   data_dir=data_dir, batch_max=batch_max, batch_within_s=batch_within,
                                   checkpoint_interval_s=checkpoint_interval, idle_release_s=idle_release,
                                   fast_consumer=fetch_loop == "fast",
-                                  config=config)
+                                  config=config, maintenance_file=maintenance_path,
+                                  alertmanager_url=alertmanager_url, maintenance_refresh_s=maintenance_refresh,
+                                  ticket_ttl_s=ticket_ttl_s)
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
         run(settings, loglevel=level)
     except FleetepiError as exc:

@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fleetepi.contract.codec import REASONS
-from fleetepi.metrics import PipelineMetrics
+from fleetepi.metrics import TICKET_TTL_S, PipelineMetrics
 
 #: Buckets of ``fleetepi_stream_batch_seconds``: 1 ms .. 10 s.
 BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -33,12 +33,14 @@ class StreamMetrics(Collector):
     :param registry: where to register (a fresh one by default, never the global one).
     :param input_topics: topics whose dead-letter counters start at 0.
     :param pipeline: the pipeline metrics sharing the registry (created if None).
+    :param ticket_ttl_s: event time a ticket's alert series stays up (``PipelineMetrics``), for a created pipeline.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None, input_topics: Iterable[str] = (),
-                 pipeline: PipelineMetrics | None = None) -> None:
+                 pipeline: PipelineMetrics | None = None, ticket_ttl_s: float = TICKET_TTL_S) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.pipeline = pipeline if pipeline is not None else PipelineMetrics(registry=self.registry)
+        self.pipeline = (pipeline if pipeline is not None
+                         else PipelineMetrics(registry=self.registry, ticket_ttl_s=ticket_ttl_s))
         #: (topic, partition) -> messages behind the log end.
         self.lag: dict[tuple[str, int], int] = {}
         self.deadletters: dict[tuple[str, str], int] = {(t, r): 0 for t in input_topics for r in REASONS}

@@ -26,7 +26,7 @@ def prepare(settings: WorkerSettings) -> StreamWorker:
     created = ensure_topics(settings.bootstrap, topic_specs(settings.topics, settings.partitions))
     if created:
         log.info("created topics: %s", ", ".join(created))
-    metrics = StreamMetrics(input_topics=settings.topics.inputs)
+    metrics = StreamMetrics(input_topics=settings.topics.inputs, ticket_ttl_s=settings.ticket_ttl_s)
     if settings.metrics_port is not None:
         try:
             server = serve(metrics.registry, settings.metrics_port, addr=settings.bind)

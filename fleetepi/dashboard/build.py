@@ -118,17 +118,20 @@ def _panel(spec: PanelSpec) -> g.Panel:
         )
     if spec.kind == "table":
         hidden = {"Time": True, "__name__": True, "instance": True, "job": True}
+        columns = dict(spec.table_columns)
+        order = {name: i for i, name in enumerate([*spec.table_labels, *(f"Value #{r}" for r in columns)])}
         return g.Table(
             **common,
             filterable=True,
-            sortBy=[g.TableSortByField(displayName="score", desc=True)],
+            sortBy=[g.TableSortByField(displayName="severity", desc=False)],
             transformations=[
                 {"id": "merge", "options": {}},
                 {
                     "id": "organize",
                     "options": {
                         "excludeByName": hidden,
-                        "renameByName": {"Value #A": "score", "Value #B": "p-value", "Value #C": "relative risk"},
+                        "indexByName": order,
+                        "renameByName": {f"Value #{ref}": name for ref, name in columns.items()},
                     },
                 },
             ],

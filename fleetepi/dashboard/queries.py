@@ -27,8 +27,10 @@ from typing import Literal
 Source = Literal["pipeline", "worker", "agent"]
 PanelKind = Literal["timeseries", "table", "bargauge", "heatmap", "stat"]
 
-#: Label sets of the alert gauges (docs/metrics.md); the firing-alerts table groups by all of them.
+#: Label sets of the alert gauges that name the alerted entity (docs/metrics.md).
 ALERT_LABELS = "kind, signature, host, attribute, value, telemetry_kind, code"
+#: What the incidents table groups the firing alerts by: one row per incident and severity.
+INCIDENT_LABELS = "incident, severity"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class PanelSpec:
     row: str = "Epidemiology"
     #: Logarithmic y axis: rates of different kinds differ by orders of magnitude.
     log_scale: bool = False
+    #: Tables: the labels shown as columns (the rows' identity), and each query's column name by ref.
+    table_labels: tuple[str, ...] = ()
+    table_columns: tuple[tuple[str, str], ...] = ()
 
 
 def _q(expr: str, legend: str = "", *, instant: bool = False, source: Source = "pipeline", ref: str = "A") -> Query:
@@ -82,15 +87,27 @@ PANELS: tuple[PanelSpec, ...] = (
         kind="stat",
         queries=(_q("max(fleetepi_hosts)", "hosts", instant=True),),
         description="Hosts announced to the detectors (fleetepi_hosts). A drop means agents stopped announcing.",
-        grid=(0, 0, 6, 4),
+        grid=(0, 0, 4, 4),
     ),
     PanelSpec(
-        key="alerts_firing",
-        title="Alerts firing",
+        key="incidents_paging",
+        title="Incidents paging",
         kind="stat",
-        queries=(_q("count(fleetepi_alert_active == 1) or vector(0)", "firing", instant=True),),
-        description="Detector alerts firing now (series of fleetepi_alert_active).",
-        grid=(6, 0, 6, 4),
+        queries=(_q('count(count by (incident) (fleetepi_alert_active{severity="page"})) or vector(0)', "paging",
+                    instant=True),),
+        description="Distinct incidents with a page firing now: what Alertmanager notifies (it groups by incident), "
+                    "however many alerts each holds.",
+        grid=(4, 0, 5, 4),
+    ),
+    PanelSpec(
+        key="tickets_open",
+        title="Tickets open",
+        kind="stat",
+        queries=(_q('count(count by (incident) (fleetepi_alert_active{severity="ticket"})) or vector(0)', "tickets",
+                    instant=True),),
+        description="Incidents with a ticket (chronic host, static association, crash loop) fired within the ticket "
+                    "TTL (a day of event time): standing conditions for working hours, never a page.",
+        grid=(9, 0, 5, 4),
     ),
     PanelSpec(
         key="crash_rate",
@@ -99,7 +116,7 @@ PANELS: tuple[PanelSpec, ...] = (
         queries=(_q('sum(rate(fleetepi_events_total{kind="crash"}[$__rate_interval]))', "crashes/s"),),
         description="Crash events accepted per second, whole fleet.",
         unit="cps",
-        grid=(12, 0, 6, 4),
+        grid=(14, 0, 5, 4),
     ),
     PanelSpec(
         key="watermark_stat",
@@ -108,7 +125,7 @@ PANELS: tuple[PanelSpec, ...] = (
         queries=(_q("max(fleetepi_watermark_timestamp_seconds) * 1000", "watermark", instant=True),),
         description="Event time the detectors have reached (the watermark). Frozen = no input.",
         unit="dateTimeAsIso",
-        grid=(18, 0, 6, 4),
+        grid=(19, 0, 5, 4),
     ),
     # ------------------------------------------------------------- epidemiology
     PanelSpec(
@@ -128,19 +145,24 @@ PANELS: tuple[PanelSpec, ...] = (
         log_scale=True,
     ),
     PanelSpec(
-        key="firing_alerts",
-        title="Firing alerts",
+        key="incidents",
+        title="Incidents (firing alerts grouped by incident)",
         kind="table",
         queries=(
-            _q(f"max by ({ALERT_LABELS}) (fleetepi_alert_score)", instant=True, ref="A"),
-            _q(f"max by ({ALERT_LABELS}) (fleetepi_alert_p_value)", instant=True, ref="B"),
-            _q(f"max by ({ALERT_LABELS}) (fleetepi_alert_relative_risk)", instant=True, ref="C"),
+            _q(f"count by ({INCIDENT_LABELS}) (fleetepi_alert_active)", instant=True, ref="A"),
+            _q(f'count by ({INCIDENT_LABELS}) (count by ({INCIDENT_LABELS}, host) (fleetepi_alert_active{{host!=""}}))',
+               instant=True, ref="B"),
+            _q(f"max by ({INCIDENT_LABELS}) (fleetepi_alert_score)", instant=True, ref="C"),
         ),
         description=(
-            "One row per firing detector alert: the entity (signature, host, cohort attribute=value, "
-            "telemetry kind/code) with its evidence score, p-value and relative risk where the test gives one."
+            "One row per incident (alerts about one problem: a signature's spike and the cohort that explains it, a "
+            "host's crashes and Xids, a rack's escalation and the hosts under it), pages and tickets apart: "
+            "how many alerts and hosts it holds and its strongest evidence score. This is what Alertmanager "
+            "notifies (it groups by incident); the alerts themselves are in Alertmanager."
         ),
         grid=(0, 12, 24, 8),
+        table_labels=("incident", "severity"),
+        table_columns=(("A", "alerts"), ("B", "hosts"), ("C", "max score")),
     ),
     PanelSpec(
         key="top_signatures",
@@ -264,7 +286,7 @@ PANELS: tuple[PanelSpec, ...] = (
 #: Panels of the PNG (render.py), in reading order of its 3x2 grid.
 MAIN_PANELS: tuple[str, ...] = (
     "incidence",
-    "firing_alerts",
+    "incidents",
     "top_signatures",
     "top_hosts",
     "xid_heatmap",
@@ -299,6 +321,7 @@ def metric_names(expr: str) -> set[str]:
 
 __all__ = [
     "ALERT_LABELS",
+    "INCIDENT_LABELS",
     "MAIN_PANELS",
     "PANELS",
     "PanelSpec",

@@ -9,8 +9,9 @@ How each Grafana panel type is drawn:
 
 * ``timeseries`` -- lines over the range (``query_range``).
 * ``bargauge`` -- horizontal bars of the instant values at the range's end.
-* ``table`` -- the firing alerts with score, p-value and relative risk, merged
-  on their labels like Grafana's *merge* transformation.
+* ``table`` -- the incidents (firing alerts grouped by incident, pages first)
+  with their alert and host counts and top score, merged on their labels like
+  Grafana's *merge* transformation.
 * ``heatmap`` -- the Xid heatmap as a rack x code matrix of the events over
   the whole range (Grafana shows the same series against time; a matrix
   reads better in a still picture).
@@ -34,7 +35,7 @@ import numpy as np
 from matplotlib.axes import Axes
 
 from fleetepi.dashboard.prom import PrometheusAPI, Series
-from fleetepi.dashboard.queries import ALERT_LABELS, MAIN_PANELS, PanelSpec, Query, panel, resolve
+from fleetepi.dashboard.queries import MAIN_PANELS, PanelSpec, Query, panel, resolve
 
 #: Points per time series: enough for a smooth line, few enough for a quick query.
 POINTS = 240
@@ -133,8 +134,12 @@ def draw_bars(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Ser
 
 
 def draw_table(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Series]]]) -> None:
-    """Merge score (A), p-value (B) and relative risk (C) on the alert's labels."""
-    keys = [k.strip() for k in ALERT_LABELS.split(",")]
+    """Merge the panel's queries on its ``table_labels``, like Grafana's *merge*: one row per label set.
+
+    Pages come first, then the rows with the most alerts.
+    """
+    keys = list(spec.table_labels)
+    columns = dict(spec.table_columns)
     merged: dict[tuple[str, ...], dict[str, float]] = {}
     for q, series in results:
         for s in series:
@@ -142,37 +147,41 @@ def draw_table(ax: Axes, spec: PanelSpec, results: Sequence[tuple[Query, list[Se
             row[q.ref] = float(s.values[-1])
     ax.axis("off")
     if not merged:
-        _empty(ax, "no alert firing")
+        _empty(ax, "nothing firing")
         return
 
-    def entity(k: tuple[str, ...]) -> str:
-        kind, sig, host, attr, value, tkind, code = k
-        parts = [sig and _short(sig, 38), host, attr and f"{attr}={value}", tkind and f"{tkind} {code}".strip()]
-        return " · ".join(p for p in parts if p)
-
-    def fmt(v: float | None, p: bool = False) -> str:
+    def fmt(v: float | None) -> str:
         if v is None or math.isnan(v):
             return "–"
-        return f"{v:.1e}" if p else f"{v:.3g}"
+        return f"{v:.3g}"
 
-    ordered = sorted(merged.items(), key=lambda kv: -kv[1].get("A", 0.0))
+    refs = list(columns)
+    first = refs[0] if refs else ""
+    ordered = sorted(merged.items(), key=lambda kv: (kv[0][keys.index("severity")] != "page" if "severity" in keys
+                                                     else False, -kv[1].get(first, 0.0), kv[0]))
     shown = ordered[:12]
-    cells = [[k[0], entity(k), fmt(r.get("A")), fmt(r.get("B"), True), fmt(r.get("C"))] for k, r in shown]
+    cells = [[_short(v or "(none)", 60) for v in k] + [fmt(r.get(ref)) for ref in refs] for k, r in shown]
+    label_w = 0.75 / max(len(keys), 1) if keys else 0.0
     table = ax.table(
         cellText=cells,
-        colLabels=["kind", "entity", "score", "p-value", "rel. risk"],
-        colWidths=[0.2, 0.5, 0.1, 0.1, 0.1],
+        colLabels=[*keys, *(columns[r] for r in refs)],
+        colWidths=[0.5 if k == "incident" else max(label_w - 0.25, 0.1) for k in keys]
+        + [0.25 / max(len(refs), 1)] * len(refs),
         loc="upper center",
         cellLoc="left",
     )
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     table.scale(1, 1.25)
-    for (r, _c), cell in table.get_celld().items():
+    sev_col = keys.index("severity") if "severity" in keys else None
+    for (r, c), cell in table.get_celld().items():
         cell.set_edgecolor("0.8")
         if r == 0:
             cell.set_facecolor("#f2d0c4")
             cell.set_text_props(weight="bold")
+        elif sev_col is not None and c == sev_col:
+            page = shown[r - 1][0][sev_col] == "page"
+            cell.set_facecolor("#f7b2a8" if page else "#d9e6f2")
     if len(ordered) > len(shown):
         ax.text(1.0, 0.0, f"+{len(ordered) - len(shown)} more", ha="right", transform=ax.transAxes, fontsize=8)
 

@@ -84,6 +84,46 @@ class Breaker(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     fleet_size_ttl_s: float = 60.0
 
 
+class Rehits(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """A host quarantined, released and hit again: at most ``max`` such re-hits per ``window_s`` (wall time).
+
+    A host that keeps coming back needs a person (an RMA, a firmware fix),
+    not another cordon; beyond the cap the hook refuses and says why.
+    """
+
+    max: Annotated[int, Meta(ge=0)] = 2
+    window_s: Annotated[float, Meta(gt=0)] = 30 * 86400.0
+
+
+class Places(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """At most ``max_hosts`` hosts of one place (the alert's ``label``, e.g. ``escalation=rack=r07``) held at once.
+
+    Half a rack paging is the rack's problem (its power, switch, cooling):
+    draining its hosts one by one would empty it and fix nothing. The first
+    ``max_hosts`` are drained (capacity for a diagnosis); the others are
+    refused, audited, and wait under the rack's page.
+    """
+
+    label: str = "escalation"
+    max_hosts: Annotated[int, Meta(ge=1)] = 2
+
+
+class MaintenanceSettings(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Hosts in planned work are never quarantined: by a label of the alert, a maintenance file, silences.
+
+    ``label``: an alert label that, when non-empty, says the host is in
+    maintenance. ``file``: the maintenance file the workers read
+    (``fleetepi.maintenance``); ``alertmanager_url``: an Alertmanager whose
+    silences naming a host or a place are windows. Both are re-read every
+    ``refresh_s`` seconds at most, when a decision needs them.
+    """
+
+    label: str = "maintenance"
+    file: str | None = None
+    alertmanager_url: str | None = None
+    refresh_s: Annotated[float, Meta(gt=0)] = 60.0
+
+
 class HookConfig(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """The whole file (see ``deploy/hook/hook.example.yaml`` for every key, commented)."""
 
@@ -99,6 +139,11 @@ class HookConfig(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     breaker: Breaker = Breaker()
+    #: The alert label that says page or ticket; the hook never acts on a ticket.
+    severity_label: str = "severity"
+    rehits: Rehits = Rehits()
+    places: Places = Places()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
     #: Decisions remembered for idempotency (oldest forgotten first).
     remember: Annotated[int, Meta(ge=1)] = 100_000
 
@@ -185,6 +230,9 @@ __all__ = [
     "CommandAction",
     "HookConfig",
     "KubernetesAction",
+    "MaintenanceSettings",
+    "Places",
+    "Rehits",
     "Rule",
     "SlurmAction",
     "load_config",

@@ -5,13 +5,21 @@ Per alert, in this order (the first that applies is the decision)::
     same fingerprint and status as last time  -> duplicate  (idempotent)
     no rule matches the labels                -> ignored
     resolved, release_on_resolved off         -> ignored
+    firing, severity=ticket                   -> ticket    (a standing condition: never acted on)
     host label missing or not a host name     -> invalid
     host on the deny list / not on allow list -> denied
+    firing: host in maintenance               -> maintenance (label, file or silence; not remembered)
+    firing: host re-hit more than rehits.max  -> rehit_cap (quarantined, released, hit again; not remembered)
+    firing: its place holds places.max_hosts  -> place_cap (a rack's problem is not drained host by host)
     firing: breaker refuses                   -> breaker_open (not remembered: retried after reset)
     dry run                                   -> dry_run   (commands logged, not run)
     firing: every command exits 0             -> quarantined
     resolved, host quarantined by this hook   -> released  (only when its last alert resolved)
     a command fails                           -> failed    (not remembered: Alertmanager retries)
+
+The refusals that depend on time (maintenance, caps, breaker) are not
+remembered, so Alertmanager's next repeat of the same alert is decided
+again: after the window ends, or when a person raised a cap.
 
 Decisions are serialized under one lock: the breaker's count and the
 idempotency memory must see one decision at a time, and the rate (a few
@@ -33,6 +41,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from fleetepi.detectors.maintenance import Maintenance
 from fleetepi.hook.actions import RunResult, quarantine_argvs, release_argvs, run_argv, template_values, timeout_of
 from fleetepi.hook.audit import AuditLog, read_audit
 from fleetepi.hook.config import HookConfig, Rule
@@ -41,13 +50,14 @@ from fleetepi.hook.metrics import HookMetrics
 from fleetepi.hook.payload import WebhookAlert, WebhookPayload
 from fleetepi.hook.safety import CircuitBreaker, FleetSize, HostFilter, check_host
 from fleetepi.hook.text import printable
+from fleetepi.maintenance import MaintenanceSources, window_for_labels
 
 log = logging.getLogger(__name__)
 
 Runner = Callable[[Sequence[str], float], RunResult]
 
 #: Outcomes after which the same (fingerprint, status) is a duplicate.
-_REMEMBERED = frozenset({"quarantined", "released", "dry_run", "denied", "ignored", "invalid"})
+_REMEMBERED = frozenset({"quarantined", "released", "dry_run", "denied", "ignored", "invalid", "ticket"})
 
 
 @dataclass
@@ -63,6 +73,8 @@ class Decision:
     rule: str | None = None
     reason: str = ""
     commands: list[dict[str, Any]] = field(default_factory=list)
+    #: the host's place (the alert's ``places.label``, e.g. ``rack=r07``), for the per-place cap
+    place: str | None = None
 
 
 class QuarantineHook:
@@ -70,11 +82,15 @@ class QuarantineHook:
 
     :param runner: ``(argv, timeout_s) -> RunResult``; the real ``run_argv`` by default.
     :param fleet_fetch: ``url -> exposition text`` for the fleet-size scrape.
+    :param wall: wall clock (unix seconds): maintenance windows and the re-hit window are in wall time.
+    :param maintenance: the maintenance sources (built from ``cfg.maintenance`` if None).
+    :raises ConfigFileError: the maintenance file cannot be read (start-up).
     """
 
     def __init__(self, cfg: HookConfig, registry: CollectorRegistry, audit: AuditLog,
                  runner: Runner | None = None, clock: Callable[[], float] = time.monotonic,
-                 fleet_fetch: Callable[[str], str] | None = None) -> None:
+                 fleet_fetch: Callable[[str], str] | None = None, wall: Callable[[], float] = time.time,
+                 maintenance: MaintenanceSources | None = None) -> None:
         self.cfg = cfg
         self.metrics = HookMetrics(registry)
         self.audit = audit
@@ -87,6 +103,17 @@ class QuarantineHook:
         self._last: OrderedDict[str, str] = OrderedDict()
         #: host -> fingerprints of the firing alerts it is quarantined for.
         self.quarantined: dict[str, set[str]] = {}
+        #: host -> wall times (s) its quarantines began (a re-hit is one after a release)
+        self.episodes: dict[str, list[float]] = {}
+        #: held host -> its place (``places.label`` of the alert that quarantined it)
+        self.places: dict[str, str] = {}
+        self._wall = wall
+        self._clock = clock
+        self.sources = maintenance or MaintenanceSources(cfg.maintenance.file, cfg.maintenance.alertmanager_url)
+        self.windows = Maintenance()
+        if self.sources.enabled:
+            self.windows.set(self.sources.load())
+        self._windows_read = clock()
         self._restore(audit.path)
 
     # ------------------------------------------------------------------ entry points
@@ -133,6 +160,11 @@ class QuarantineHook:
         if not firing and not self.cfg.release_on_resolved:
             d.action = "none"
             return self._done(d, "ignored", "release_on_resolved is off")
+        if firing and alert.labels.get(self.cfg.severity_label) == "ticket":
+            d.action = "none"
+            d.host = alert.labels.get(self.cfg.host_label)
+            return self._done(d, "ticket", "a ticket (a standing condition for working hours): the hook never "
+                                           "acts on one")
         try:
             d.host = check_host(alert.labels.get(self.cfg.host_label, ""), self._host_re)
         except InvalidHost as exc:
@@ -143,6 +175,17 @@ class QuarantineHook:
             return self._done(d, "denied", refused)
         values = template_values(d.host, alert.labels, alert.annotations, alert.fingerprint, alert.status)
         if firing:
+            d.place = alert.labels.get(self.cfg.places.label) or None
+            planned = self._maintenance(d.host, alert.labels)
+            if planned:
+                return self._done(d, "maintenance", planned)
+            if d.host not in self.quarantined:
+                capped = self._rehits(d.host)
+                if capped:
+                    return self._done(d, "rehit_cap", capped)
+                capped = self._place_full(d.place)
+                if capped:
+                    return self._done(d, "place_cap", capped)
             reason = self.breaker.admit(d.host, self.fleet.get())
             self.metrics.circuit_open.set(1 if self.breaker.is_open else 0)
             if reason is not None:
@@ -165,10 +208,56 @@ class QuarantineHook:
             if not res.ok:
                 return self._done(d, "failed", f"{argv[0]} exited {res.returncode}: {res.output[:200]}")
         if firing:
-            self.quarantined.setdefault(d.host, set()).add(alert.fingerprint)
+            self._hold(d.host, alert.fingerprint, d.place, self._wall())
             return self._done(d, "quarantined", f"{len(plan)} command(s) ok")
         self.quarantined.pop(d.host, None)
+        self.places.pop(d.host, None)
         return self._done(d, "released", f"{len(plan)} command(s) ok")
+
+    def _hold(self, host: str, fingerprint: str, place: str | None, at_s: float) -> None:
+        if host not in self.quarantined:
+            self.episodes.setdefault(host, []).append(at_s)
+            if place:
+                self.places[host] = place
+        self.quarantined.setdefault(host, set()).add(fingerprint)
+
+    # ------------------------------------------------------------------ planned work and caps
+    def _maintenance(self, host: str, labels: dict[str, str]) -> str:
+        """Why ``host`` is in planned work now ("" if it is not)."""
+        label = self.cfg.maintenance.label
+        if label and labels.get(label):
+            return f"host in maintenance: the alert says {label}={printable(labels[label], 80)}"
+        if self.sources.enabled and self._clock() - self._windows_read >= self.cfg.maintenance.refresh_s:
+            self.windows.set(self.sources.refresh())  # keeps the last good windows on errors
+            self._windows_read = self._clock()
+        w = window_for_labels(self.windows, labels, int(self._wall() * 1000), self.cfg.host_label)
+        if w is None:
+            return ""
+        what = ",".join(w.hosts) if w.hosts else f"{w.attribute}={w.value}"
+        return f"host in a maintenance window ({printable(what, 80)}: {printable(w.reason, 160) or 'no reason given'})"
+
+    def _rehits(self, host: str) -> str:
+        """Why quarantining ``host`` once more is refused ("" if it may be)."""
+        cutoff = self._wall() - self.cfg.rehits.window_s
+        earlier = [t for t in self.episodes.get(host, ()) if t >= cutoff]
+        self.episodes[host] = earlier
+        if len(earlier) <= self.cfg.rehits.max:
+            return ""
+        return (f"host {host} was quarantined {len(earlier)} times in the last {self.cfg.rehits.window_s / 86400:g} "
+                f"days (released and hit again {len(earlier) - 1} times; cap {self.cfg.rehits.max} re-hits): a host "
+                f"that keeps coming back needs a person (diagnostics, an RMA), not another cordon")
+
+    def _place_full(self, place: str | None) -> str:
+        """Why one more host of ``place`` is refused ("" if it may be drained)."""
+        if not place:
+            return ""
+        held = sorted(h for h, p in self.places.items() if p == place and h in self.quarantined)
+        cap = self.cfg.places.max_hosts
+        if len(held) < cap:
+            return ""
+        return (f"{printable(place, 80)} already has {len(held)} host(s) quarantined by this hook "
+                f"({', '.join(held[:10])}; cap {cap} per place): many hosts of one place failing is the place's "
+                f"problem (power, network, cooling), see its escalation page")
 
     def _rule_for(self, labels: dict[str, str]) -> Rule | None:
         for rule in self.cfg.rules:
@@ -211,9 +300,10 @@ class QuarantineHook:
             if outcome in _REMEMBERED:
                 self._remember(fp, rec.get("status", ""))
             if outcome == "quarantined" and host:
-                self.quarantined.setdefault(host, set()).add(fp)
+                self._hold(host, fp, rec.get("place"), float(rec.get("ts", 0.0)))
             elif outcome == "released" and host:
                 self.quarantined.pop(host, None)
+                self.places.pop(host, None)
             elif rec.get("status") == "resolved" and host in self.quarantined:
                 self.quarantined[host].discard(fp)  # resolved while other alerts hold the host
         self.metrics.quarantined_hosts.set(len(self.quarantined))

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 ACTIONS = ("quarantine", "release", "none")
 OUTCOMES = ("quarantined", "released", "dry_run", "denied", "breaker_open", "duplicate", "invalid", "failed", "ignored",
-            "unauthorized")
+            "unauthorized", "ticket", "maintenance", "rehit_cap", "place_cap")
 
 
 class HookMetrics:

@@ -332,12 +332,14 @@ class Exporter:
         self.server.shutdown()
 
 
-def start_exporter(events: list[Any] | None = None) -> Exporter:
+def start_exporter(events: list[Any] | None = None, prepare: Callable[[Any], None] | None = None) -> Exporter:
     from fleetepi.metrics import PipelineMetrics, serve
     from fleetepi.pipeline import ListAlertSink, Pipeline
 
     metrics = PipelineMetrics()
     pipe = Pipeline(metrics=metrics, sink=ListAlertSink())
+    if prepare is not None:
+        prepare(pipe)
     for ev in sick_host_stream() if events is None else events:
         pipe.feed_event(ev)
     pipe.report()
@@ -387,17 +389,29 @@ class OpsStack:
 
 def ops_stack_fixture(tmp: Path) -> Iterator[OpsStack]:
     """Start exporter -> Prometheus -> Alertmanager -> hook; stop all of them afterwards."""
+    yield from stack(tmp)
+
+
+def stack(tmp: Path, events: list[Any] | None = None, am_config: Callable[[str, Path], dict[str, Any]] | None = None,
+          hook_overrides: dict[str, Any] | None = None, prepare: Callable[[Any], None] | None = None,
+          ) -> Iterator[OpsStack]:
+    """The whole chain over ``events`` (the sick-host stream by default).
+
+    :param am_config: ``(hook_url, token_file) -> Alertmanager config``; the shipped one, shortened, by default.
+    :param hook_overrides: keys of the hook config to change (``hook_test_config``).
+    :param prepare: called with the exporter's ``Pipeline`` before any event (maintenance windows, ...).
+    """
     require_binary("prometheus")
     require_binary("alertmanager", "prometheus-alertmanager")
     started: list[Proc] = []
-    exporter = start_exporter()
+    exporter = start_exporter(events, prepare=prepare)
     try:
         bindir = fake_tools(tmp / "bin")
-        hook_cfg = hook_test_config(tmp)
+        hook_cfg = hook_test_config(tmp, **(hook_overrides or {}))
         hook = start_hook(tmp, bindir, hook_cfg)
         started.append(hook)
-        am = start_alertmanager(tmp / "alertmanager",
-                                alertmanager_test_config(f"{hook.url}/alerts", tmp / "hook-token"))
+        make_am = am_config or alertmanager_test_config
+        am = start_alertmanager(tmp / "alertmanager", make_am(f"{hook.url}/alerts", tmp / "hook-token"))
         started.append(am)
         prom = start_prometheus(tmp / "prometheus", prometheus_config(
             {"fleetepi": exporter.target, "fleetepi-hook": hook.url.removeprefix("http://")},
@@ -410,22 +424,88 @@ def ops_stack_fixture(tmp: Path) -> Iterator[OpsStack]:
         exporter.stop()
 
 
+# ---------------------------------------------------------------------- a webhook receiver of the test's own
+class Recorder:
+    """An HTTP server that keeps every Alertmanager notification POSTed to it, by path (``/page``, ``/ticket``)."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        lock = threading.Lock()
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with lock:
+                    received.append((self.path, json.loads(body)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def at(self, path: str) -> list[dict[str, Any]]:
+        return [body for p, body in list(self.received) if p == path]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def incident_alertmanager_config(recorder_url: str, repeat_s: float = 3600.0) -> Callable[[str, Path], dict[str, Any]]:
+    """The shipped config, fast, with the pager and ticket receivers sent to a :class:`Recorder`.
+
+    Repeats are an hour apart, so each notification the recorder gets is a
+    group (an incident) notified, not a repeat.
+    """
+
+    def make(hook_url: str, token_file: Path) -> dict[str, Any]:
+        cfg = alertmanager_test_config(hook_url, token_file)
+
+        def slow_repeats(route: dict[str, Any]) -> None:
+            route["repeat_interval"] = f"{repeat_s:g}s"
+            for child in route.get("routes", []):
+                slow_repeats(child)
+
+        slow_repeats(cfg["route"])
+        for recv in cfg["receivers"]:
+            if recv["name"] == "fleet-sre-page":
+                recv["webhook_configs"] = [{"url": f"{recorder_url}/page", "send_resolved": False}]
+            elif recv["name"] == "fleet-sre-ticket":
+                recv["webhook_configs"] = [{"url": f"{recorder_url}/ticket", "send_resolved": False}]
+        return cfg
+
+    return make
+
+
 __all__ = [
     "HOOK_TOKEN",
     "SICK_HOST",
     "OpsStack",
     "Prometheus",
     "Proc",
+    "Recorder",
     "alertmanager_test_config",
     "fake_tools",
     "find_binary",
     "free_port",
     "hook_test_config",
+    "incident_alertmanager_config",
     "ops_stack_fixture",
     "prometheus_config",
     "recorded_argv",
     "require_binary",
     "sick_host_stream",
+    "stack",
     "start_alertmanager",
     "start_exporter",
     "start_hook",

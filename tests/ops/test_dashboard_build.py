@@ -90,8 +90,9 @@ def test_every_series_is_in_the_metrics_contract() -> None:
 
 def test_required_panels_are_there() -> None:
     keys = {p.key for p in PANELS}
-    # The issue's list: incidence, top signatures, firing alerts, hosts, Xid heatmap by rack, cohort RR, pipeline health.
-    assert {"incidence", "top_signatures", "firing_alerts", "top_hosts", "xid_heatmap", "cohort_risk",
+    # The issue's list: incidence, top signatures, firing alerts (as incidents: issue 13), hosts, Xid heatmap by
+    # rack, cohort RR, pipeline health; pages vs tickets.
+    assert {"incidence", "top_signatures", "incidents", "incidents_paging", "tickets_open", "top_hosts", "xid_heatmap", "cohort_risk",
             "events_rate", "invalid_rate", "deadletters", "consumer_lag", "spool_depth", "watermark_delay"} <= keys
     assert set(MAIN_PANELS) <= keys
     assert 'kind="xid"' in panel("xid_heatmap").queries[0].expr and "cohort" in panel("xid_heatmap").queries[0].expr

@@ -34,7 +34,10 @@ def test_sick_host_is_cordoned_end_to_end(ops_stack: OpsStack) -> None:
     assert alert["labels"]["severity"] == "page" and alert["labels"]["entity"] == SICK_HOST
     assert f"Host {SICK_HOST} crashes above its expected rate" in alert["annotations"]["description"]
     assert "p-value n/a" not in alert["annotations"]["description"]  # the p-value query found the gauge
-    assert alert["annotations"]["runbook_url"].endswith("/docs/runbooks/FleetepiHostSick.md")
+    # the finding's runbook (the bad CPU's odd crash shapes), the alert's own as the fallback
+    assert alert["labels"]["finding"] == "suspected_bad_silicon"
+    assert alert["annotations"]["runbook_url"].endswith("/docs/runbooks/suspected_bad_silicon.md")
+    assert alert["labels"]["incident"] == f"host:{SICK_HOST}"
 
     # 3. Alertmanager holds it and routes it to the hook (and the pager).
     def in_am() -> list[dict]:

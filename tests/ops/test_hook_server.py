@@ -387,3 +387,114 @@ def test_audit_log_has_one_line_per_decision(hook_factory: Callable[..., Hook]) 
     assert [r["decision"] for r in recs] == ["quarantined", "denied", "invalid", "ignored", "duplicate", "invalid"]
     for r in recs:
         assert {"ts", "decision", "action", "host", "fingerprint", "status", "reason", "dry_run", "remote"} <= set(r)
+
+
+# ---------------------------------------------------------------------- incidents: tickets, planned work, caps
+def test_a_ticket_is_never_acted_on(hook_factory: Callable[..., Hook]) -> None:
+    """A crash loop or a chronic host files a ticket: no cordon, whatever rule matches."""
+    h = hook_factory()
+    r = h.post(payload(alert("gpu-020", fingerprint="t1", severity="ticket", finding="crash_loop")))
+    d = r.json()["decisions"][0]
+    assert d["outcome"] == "ticket" and "never acts" in d["reason"]
+    assert h.post(payload(alert("gpu-020", fingerprint="t1", severity="ticket"))).json()["decisions"][0][
+        "outcome"] == "duplicate"
+    assert h.kubectl() == []
+    assert h.metric("fleetepi_hook_decisions_total", action="none", outcome="ticket") == 1
+
+
+def test_a_host_in_maintenance_by_its_label_is_not_quarantined(hook_factory: Callable[..., Hook]) -> None:
+    h = hook_factory()
+    r = h.post(payload(alert("gpu-021", fingerprint="m1", maintenance="planned-reboot")))
+    assert r.json()["decisions"][0]["outcome"] == "maintenance"
+    assert "maintenance=planned-reboot" in r.json()["decisions"][0]["reason"]
+    assert h.kubectl() == []
+
+
+def test_hosts_and_places_in_file_windows_are_not_quarantined(hook_factory: Callable[..., Hook],
+                                                               tmp_path: Path) -> None:
+    """The maintenance file the workers read: a host window, and a rack window matched by the escalation label."""
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    path = tmp_path / "maintenance.yaml"
+    path.write_text(f"windows:\n"
+                    f"  - {{hosts: [gpu-022], start: '{(now - timedelta(hours=1)).isoformat()}', "
+                    f"end: '{(now + timedelta(hours=1)).isoformat()}', reason: BIOS update}}\n"
+                    f"  - {{cohort: rack=r07, start: '{(now - timedelta(hours=1)).isoformat()}', "
+                    f"end: '{(now + timedelta(hours=1)).isoformat()}', reason: PDU swap}}\n"
+                    f"  - {{hosts: [gpu-024], start: '{(now - timedelta(hours=3)).isoformat()}', "
+                    f"end: '{(now - timedelta(hours=2)).isoformat()}', reason: over}}\n")
+    h = hook_factory(maintenance={"file": str(path)})
+    got = {host: h.post(payload(alert(host, escalation=rack))).json()["decisions"][0]
+           for host, rack in (("gpu-022", "rack=r01"), ("gpu-023", "rack=r07"), ("gpu-024", "rack=r01"))}
+    assert got["gpu-022"]["outcome"] == "maintenance" and "BIOS update" in got["gpu-022"]["reason"]
+    assert got["gpu-023"]["outcome"] == "maintenance" and "rack=r07: PDU swap" in got["gpu-023"]["reason"]
+    assert got["gpu-024"]["outcome"] == "quarantined"  # its window is over
+    assert [c[1] for c in h.kubectl() if c[0] == "cordon"] == ["gpu-024"]
+
+
+def test_silences_of_a_real_alertmanager_are_maintenance(hook_factory: Callable[..., Hook], tmp_path: Path) -> None:
+    """A silence on ``rack="r05"`` mutes nothing in Alertmanager (no alert has that label) but tells the hook."""
+    from datetime import UTC, datetime, timedelta
+
+    from servers import start_alertmanager
+
+    am = start_alertmanager(tmp_path / "am", {"route": {"receiver": "none"}, "receivers": [{"name": "none"}]})
+    try:
+        now = datetime.now(UTC)
+        httpx.post(am.url + "/api/v2/silences", timeout=5, json={
+            "matchers": [{"name": "rack", "value": "r05", "isRegex": False, "isEqual": True}],
+            "startsAt": now.isoformat(), "endsAt": (now + timedelta(hours=2)).isoformat(),
+            "createdBy": "dcops", "comment": "rack r05 firmware"}).raise_for_status()
+        h = hook_factory(maintenance={"alertmanager_url": am.url})
+        d = h.post(payload(alert("gpu-050", escalation="rack=r05"))).json()["decisions"][0]
+        assert d["outcome"] == "maintenance" and "rack r05 firmware" in d["reason"]
+        assert h.post(payload(alert("gpu-060", escalation="rack=r06"))).json()["decisions"][0]["outcome"] == \
+            "quarantined"
+    finally:
+        am.stop()
+
+
+def test_rehits_are_counted_and_capped(hook_factory: Callable[..., Hook], tmp_path: Path) -> None:
+    """Quarantined, released, hit again: allowed ``rehits.max`` times, then refused with the reason, also after a restart."""
+    audit = str(tmp_path / "rehit-audit.jsonl")
+    h = hook_factory(audit_log=audit, rehits={"max": 1, "window_s": 86400})
+    outcomes = []
+    for i in range(2):
+        outcomes.append(h.post(payload(alert("gpu-030", fingerprint=f"e{i}"))).json()["decisions"][0]["outcome"])
+        h.post(payload(alert("gpu-030", status="resolved", fingerprint=f"e{i}")))
+    d = h.post(payload(alert("gpu-030", fingerprint="e2"))).json()["decisions"][0]
+    assert outcomes == ["quarantined", "quarantined"]
+    assert d["outcome"] == "rehit_cap"
+    assert "quarantined 2 times" in d["reason"] and "released and hit again 1 times" in d["reason"]
+    assert [c[0] for c in h.kubectl()].count("cordon") == 2
+    rec = read_audit(h.audit)[-1]
+    assert rec["decision"] == "rehit_cap" and rec["host"] == "gpu-030"
+    # not remembered: the repeat is decided again (still refused); and a restart remembers the episodes
+    assert h.post(payload(alert("gpu-030", fingerprint="e2"))).json()["decisions"][0]["outcome"] == "rehit_cap"
+    h2 = hook_factory(audit_log=audit, rehits={"max": 1, "window_s": 86400})
+    assert h2.post(payload(alert("gpu-030", fingerprint="e3"))).json()["decisions"][0]["outcome"] == "rehit_cap"
+    # another host is not affected
+    assert h2.post(payload(alert("gpu-031", fingerprint="o1"))).json()["decisions"][0]["outcome"] == "quarantined"
+
+
+def test_a_place_drains_at_most_its_cap(hook_factory: Callable[..., Hook], tmp_path: Path) -> None:
+    """Half a rack paging: the first ``places.max_hosts`` hosts are drained, the rest wait under the rack's page."""
+    audit = str(tmp_path / "place-audit.jsonl")
+    h = hook_factory(audit_log=audit, places={"max_hosts": 2},
+                     breaker={"fleet_size": 1000, "max_hosts": 10, "max_percent": 50})
+    got = [h.post(payload(alert(f"gpu-07{i}", fingerprint=f"p{i}", escalation="rack=r07"))).json()["decisions"][0]
+           for i in range(4)]
+    assert [d["outcome"] for d in got] == ["quarantined", "quarantined", "place_cap", "place_cap"]
+    assert "rack=r07 already has 2 host(s) quarantined" in got[2]["reason"] and "gpu-070, gpu-071" in got[2]["reason"]
+    assert h.post(payload(alert("gpu-080", fingerprint="q0", escalation="rack=r08"))).json()["decisions"][0][
+        "outcome"] == "quarantined"  # another rack
+    assert h.metric("fleetepi_hook_circuit_open") == 0  # refused by the cap: the breaker never saw them
+    # one of the rack's hosts released: the next one may go; a restart knows which hosts hold the rack
+    h.post(payload(alert("gpu-070", status="resolved", fingerprint="p0")))
+    h2 = hook_factory(audit_log=audit, places={"max_hosts": 2},
+                      breaker={"fleet_size": 1000, "max_hosts": 10, "max_percent": 50})
+    assert h2.post(payload(alert("gpu-072", fingerprint="p2", escalation="rack=r07"))).json()["decisions"][0][
+        "outcome"] == "quarantined"
+    assert h2.post(payload(alert("gpu-073", fingerprint="p3", escalation="rack=r07"))).json()["decisions"][0][
+        "outcome"] == "place_cap"

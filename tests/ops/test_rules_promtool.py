@@ -10,7 +10,13 @@ import yaml
 
 from servers import PROM_EXAMPLE, REPO, RULE_TESTS, RULES, require_binary
 
-DETECTION_ALERTS = {"FleetepiSignatureSpike", "FleetepiHostSick", "FleetepiHardwareCorrelation", "FleetepiTelemetrySpike"}
+DETECTION_ALERTS = {"FleetepiSignatureSpike", "FleetepiHostSick", "FleetepiHardwareCorrelation", "FleetepiTelemetrySpike",
+                    "FleetepiRackEscalation"}
+#: A detection rule's severity is the detector's (the series' label; page unless it says ticket).
+SEVERITY_FROM_SERIES = '{{ if eq $labels.severity "ticket" }}ticket{{ else }}page{{ end }}'
+RUNBOOK = re.compile(r"/docs/runbooks/(?:\{\{ with \$labels\.finding \}\}\{\{ \. \}\}\{\{ else \}\}"
+                     r"(?P<fallback>[A-Za-z]+)\{\{ end \}\}|(?P<name>[A-Za-z_]+))\.md$")
+SECTIONS = ("## What it means", "## How to confirm", "## What to do")
 HEALTH_ALERTS = {"FleetepiWorkerDown", "FleetepiConsumerLag", "FleetepiDeadLettersRising", "FleetepiAgentSpoolFilling",
                  "FleetepiAgentSpoolDropping", "FleetepiEventsInvalidRising", "FleetepiQuarantineCircuitOpen"}
 
@@ -52,25 +58,41 @@ def test_every_alert_of_the_issue_is_there() -> None:
 def test_rule_is_actionable(rule: dict) -> None:
     labels, ann = rule["labels"], rule["annotations"]
     # Routing needs severity and team; the hook and humans need the entity.
-    assert labels["severity"] in ("page", "ticket")
+    assert labels["severity"] in ("page", "ticket") or (rule["alert"] in DETECTION_ALERTS
+                                                        and labels["severity"] == SEVERITY_FROM_SERIES)
     assert labels["team"]
     assert labels["entity"]
     assert rule["alert"] in DETECTION_ALERTS or labels["kind"] == "health"
     assert ann["summary"] and ann["description"]
-    # The runbook link points at a runbook that exists in this repository.
+    # The runbook link points at a runbook that exists in this repository: the finding's, else the alert's.
     url = ann["runbook_url"]
-    m = re.search(r"/docs/runbooks/([A-Za-z]+\.md)$", url)
-    assert m and m.group(1) == f"{rule['alert']}.md", url
-    runbook = REPO / "docs" / "runbooks" / m.group(1)
+    m = RUNBOOK.search(url)
+    assert m, url
+    name = m.group("fallback") or m.group("name")
+    assert name in (rule["alert"], "rack_escalation"), url
+    runbook = REPO / "docs" / "runbooks" / f"{name}.md"
     assert runbook.is_file(), runbook
     text = runbook.read_text()
-    for section in ("## What it means", "## How to confirm", "## What to do"):
+    for section in SECTIONS:
         assert section in text, f"{runbook.name} lacks {section!r}"
+
+
+@pytest.mark.parametrize("finding", sorted(__import__("fleetepi.detectors.findings", fromlist=["FINDINGS"]).FINDINGS))
+def test_every_finding_has_a_runbook(finding: str) -> None:
+    """The detection rules link docs/runbooks/<finding>.md: one per finding the detectors can conclude."""
+    from fleetepi.detectors.findings import FINDINGS
+
+    runbook = REPO / "docs" / "runbooks" / f"{finding}.md"
+    assert runbook.is_file(), runbook
+    text = runbook.read_text()
+    for section in SECTIONS:
+        assert section in text, f"{runbook.name} lacks {section!r}"
+    assert f"Severity **{FINDINGS[finding][0]}**" in text, f"{runbook.name} must say its severity"
 
 
 def test_detection_descriptions_name_the_evidence() -> None:
     for rule in _rules():
-        if rule["alert"] in DETECTION_ALERTS:
+        if rule["alert"] in DETECTION_ALERTS - {"FleetepiRackEscalation"}:  # its evidence: the hosts that paged
             desc = rule["annotations"]["description"]
             assert "p-value" in desc or "relative risk" in desc, rule["alert"]
 

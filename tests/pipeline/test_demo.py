@@ -62,6 +62,18 @@ def test_demo_exit_flag_and_plain_alert_lines(free_port: int) -> None:
     assert all(line[:4].isdigit() and "score=" in line for line in firing)
 
 
+def test_demo_takes_a_maintenance_file(free_port: int, tmp_path) -> None:
+    """A window over the whole run for every rack r01 host: their events are left out, counted in the summary."""
+    mfile = tmp_path / "m.csv"
+    mfile.write_text("target,start,end,reason\nrack=r01,2000-01-01T00:00:00Z,2100-01-01T00:00:00Z,test\n")
+    result = CliRunner().invoke(demo_command, ["--hosts", "60", "--days", "0.5", "--speed", "max", "--exit",
+                                               "--no-metrics", "--no-archive", "--maintenance", str(mfile)])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if "in maintenance" in x)
+    assert "1 window(s) from file/silences" in line
+    assert int(line.split("│")[2].strip()) > 0
+
+
 def test_port_in_use_is_a_clear_error(free_port: int) -> None:
     import socket
 

@@ -73,7 +73,7 @@ def test_cohort_attribute_is_configurable() -> None:
 
 def test_alert_gauges_exist_only_while_firing(metrics: PipelineMetrics) -> None:
     labels = {"kind": "hardware_correlation", "signature": "a!b", "host": "", "attribute": "bios", "value": "2.4",
-              "telemetry_kind": "", "code": ""}
+              "telemetry_kind": "", "code": "", "severity": "page", "finding": "", "incident": "", "escalation": ""}
     metrics.observe_alert(alert())
     assert value(metrics, "fleetepi_alert_active", **labels) == 1
     assert value(metrics, "fleetepi_alert_score", **labels) == 12.5
@@ -91,9 +91,66 @@ def test_alert_without_p_value_has_no_p_value_series(metrics: PipelineMetrics) -
     metrics.observe_alert(alert(kind="host_spike", signature=None, attribute=None, value=None, host="gpu-7",
                                 p_value=None, relative_risk=None))
     labels = {"kind": "host_spike", "signature": "", "host": "gpu-7", "attribute": "", "value": "",
-              "telemetry_kind": "", "code": ""}
+              "telemetry_kind": "", "code": "", "severity": "page", "finding": "", "incident": "", "escalation": ""}
     assert value(metrics, "fleetepi_alert_active", **labels) == 1
     assert value(metrics, "fleetepi_alert_p_value", **labels) is None
+
+
+def test_alert_series_carry_severity_finding_incident_and_escalation(metrics: PipelineMetrics) -> None:
+    """What Alertmanager groups (incident), routes (severity) and inhibits on (escalation) rides on the series."""
+    metrics.observe_alert(alert(kind="host_spike", signature=None, attribute=None, value=None, host="gpu-7",
+                                severity="page", finding="sick_host", incident="rack=r07", escalation="rack=r07"))
+    labels = {"kind": "host_spike", "signature": "", "host": "gpu-7", "attribute": "", "value": "",
+              "telemetry_kind": "", "code": "", "severity": "page", "finding": "sick_host", "incident": "rack=r07",
+              "escalation": "rack=r07"}
+    assert value(metrics, "fleetepi_alert_active", **labels) == 1
+    assert value(metrics, "fleetepi_alerts_severity_total", severity="page") == 1
+    assert value(metrics, "fleetepi_alerts_severity_total", severity="ticket") == 0
+
+
+def test_a_ticket_series_expires_after_its_ttl_of_event_time() -> None:
+    """Tickets never resolve: their series go after ticket_ttl_s of event time; pages stay until resolved."""
+    m = PipelineMetrics(registry=CollectorRegistry(), ticket_ttl_s=3600)
+    t0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
+    ticket = alert(severity="ticket", finding="static_association", incident="signature:abc")
+    page = alert(signature="c!d", finding="cohort_outbreak")
+    m.observe_alert(ticket)
+    m.observe_alert(page)
+    t_labels = {"kind": "hardware_correlation", "signature": "a!b", "host": "", "attribute": "bios", "value": "2.4",
+                "telemetry_kind": "", "code": "", "severity": "ticket", "finding": "static_association",
+                "incident": "signature:abc", "escalation": ""}
+    p_labels = {**t_labels, "signature": "c!d", "severity": "page", "finding": "cohort_outbreak", "incident": ""}
+    m.set_watermark(int(t0.timestamp() * 1000) + 3599_000)
+    assert value(m, "fleetepi_alert_active", **t_labels) == 1
+    m.set_watermark(int(t0.timestamp() * 1000) + 3600_000)
+    assert value(m, "fleetepi_alert_active", **t_labels) is None
+    assert value(m, "fleetepi_alert_score", **t_labels) is None
+    assert value(m, "fleetepi_alert_active", **p_labels) == 1  # a page waits for its resolution
+    assert value(m, "fleetepi_tickets_expired_total", kind="hardware_correlation") == 1
+    assert value(m, "fleetepi_alerts_severity_total", severity="ticket") == 1
+
+
+def test_a_ticket_older_than_its_ttl_is_never_shown(metrics: PipelineMetrics) -> None:
+    metrics.set_watermark(int(datetime(2026, 11, 25, tzinfo=UTC).timestamp() * 1000))
+    metrics.observe_alert(alert(severity="ticket"))  # fired 2.5 days of event time ago (a late replay)
+    assert not [s for fam in metrics.registry.collect() if fam.name == "fleetepi_alert_active" for s in fam.samples]
+
+
+def test_maintenance_series_start_at_zero_and_follow_the_pipeline(metrics: PipelineMetrics) -> None:
+    assert value(metrics, "fleetepi_events_in_maintenance_total") == 0
+    assert value(metrics, "fleetepi_maintenance_windows") == 0
+    for kind in ALERT_KINDS:
+        assert value(metrics, "fleetepi_alerts_suppressed_total", kind=kind) == 0
+    pipe = Pipeline(metrics=metrics)
+    from fleetepi.detectors.maintenance import Window
+
+    pipe.set_maintenance([Window(0, 2**62, hosts=("h2",), reason="test")])
+    pipe.run([host_line("h1", 0, rack="r1"), host_line("h2", 0, rack="r1", maintenance="planned-reboot"),
+              telemetry_line("h1", 1), telemetry_line("h2", 2), crash_line("h2", 3)])
+    pipe.finish()
+    assert value(metrics, "fleetepi_events_in_maintenance_total") == 2
+    assert value(metrics, "fleetepi_maintenance_windows") == 1
+    assert pipe.summary.in_maintenance == 2 and pipe.summary.maintenance_windows == 1
 
 
 def test_top_crash_gauges_are_bounded_to_top_n(metrics: PipelineMetrics) -> None:
