@@ -52,6 +52,8 @@ class Escalation(Struct):
     escalated: dict[str, tuple[str, str, int, str]] = field(default_factory=dict)
     #: escalated units whose escalation is a detector's cohort alert (it resolves them itself)
     _by_alert: set[str] = field(default_factory=set)
+    #: cohort alert key -> the place's incident it joined (its resolution carries the same)
+    joined: dict[str, str] = field(default_factory=dict)
     def _chain(self, inventory: Inventory) -> dict[str, str]:
         return inventory.nesting()
 
@@ -80,11 +82,19 @@ class Escalation(Struct):
             if a.host is None and a.attribute in chain and a.value is not None and a.finding != "rack_escalation":
                 # a cohort alert on a place (rack r07 over-represented) already is that place's incident:
                 # its hosts' pages are held under it
+                # its hosts' pages are held under it, and a second cohort alert on the same place while
+                # that incident is open (a rack losing power shows Xid 79 *and* PCIe errors) joins it
                 place = pair_key(a.attribute, a.value)
-                if a.state == "firing" and a.is_page and place not in self.escalated:
-                    self.escalated[place] = (a.incident or f"{a.attribute}={a.value}", a.kind, now_ms, "")
-                    self._by_alert.add(place)
-                out.append(msgspec.structs.replace(a, escalation=f"{a.attribute}={a.value}"))
+                cohort_changes: dict[str, object] = {"escalation": f"{a.attribute}={a.value}"}
+                if a.state == "firing" and a.is_page:
+                    if place not in self.escalated:
+                        self.escalated[place] = (a.incident or f"{a.attribute}={a.value}", a.kind, now_ms, "")
+                        self._by_alert.add(place)
+                    else:
+                        cohort_changes["incident"] = self.joined[a.key] = self.escalated[place][0]
+                elif a.state == "resolved" and a.key in self.joined:
+                    cohort_changes["incident"] = self.joined.pop(a.key)
+                out.append(msgspec.structs.replace(a, **cohort_changes))  # type: ignore[arg-type]
                 continue
             if a.host is None or a.attribute is not None:
                 out.append(a)
