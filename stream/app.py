@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetepi.brokers import bootstrap_of
 from fleetepi.contract import Crash, decode_event, encode
 from fleetepi.detectors import DetectorConfig, Inventory
 from fleetepi.exceptions import InvalidMessage
@@ -51,11 +52,6 @@ log = logging.getLogger(__name__)
 #: How often an input partition read to its end tells the detector stages so (when it has not yet).
 CAUGHT_UP_INTERVAL_S = 0.2
 
-
-def bootstrap_of(broker: str) -> str:
-    """``kafka://h:p[;kafka://h2:p2]`` or ``h:p`` -> ``h:p[,h2:p2]`` for the plain clients."""
-    parts = [b.strip() for b in broker.replace(";", ",").split(",") if b.strip()]
-    return ",".join(p.split("://", 1)[-1] for p in parts)
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ class WorkerSettings:
     topic_prefix: str = ""
     partitions: int = 4
     web_port: int = 6066
-    metrics_port: int | None = 9109
+    metrics_port: int | None = 9108
     bind: str = "127.0.0.1"
     data_dir: str = "./fleetepi-worker-data"
     batch_max: int = 2000
@@ -603,4 +599,4 @@ class StreamWorker:
                 "positions": self._positions()}
 
 
-__all__ = ["StreamWorker", "WorkerSettings", "bootstrap_of", "faust_settings"]
+__all__ = ["StreamWorker", "WorkerSettings", "faust_settings"]

@@ -7,6 +7,7 @@ import logging
 
 import click
 
+from fleetepi.brokers import DEFAULT_BROKER, DEFAULT_KAFKA_PORT, broker_option
 from fleetepi.exceptions import FleetepiError
 
 
@@ -15,14 +16,15 @@ def _fail(exc: Exception) -> click.ClickException:
 
 
 @click.command("worker")
-@click.option("--broker", default="kafka://127.0.0.1:9092", show_default=True, help="kafka://HOST:PORT of the broker.")
+@click.option("--broker", default=DEFAULT_BROKER, show_default=True, callback=broker_option,
+              help="kafka://HOST:PORT[,HOST:PORT] of the broker(s).")
 @click.option("--app-id", default="fleetepi", show_default=True, help="Consumer group: workers with one id share the load.")
 @click.option("--topic-prefix", default="", help="Prefix of every topic name (several pipelines on one broker).")
 @click.option("--partitions", default=4, show_default=True, type=click.IntRange(1, 1024),
               help="Partitions of the topics the worker creates (existing topics are kept).")
 @click.option("--web-port", default=6066, show_default=True, type=click.IntRange(1, 65535),
               help="faust web server: /fleetepi/status/ and /fleetepi/counts/.")
-@click.option("--metrics-port", default=9109, show_default=True, type=click.IntRange(0, 65535),
+@click.option("--metrics-port", default=9108, show_default=True, type=click.IntRange(0, 65535),
               help="Prometheus /metrics (0: a free port).")
 @click.option("--no-metrics", is_flag=True, help="Do not serve Prometheus metrics.")
 @click.option("--bind", default="127.0.0.1", show_default=True, help="Listen address of the web and metrics servers.")
@@ -97,7 +99,8 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
 
 @click.command("publish")
 @click.argument("events", type=click.Path(allow_dash=True))
-@click.option("--broker", default="kafka://127.0.0.1:9092", show_default=True, help="kafka://HOST:PORT of the broker.")
+@click.option("--broker", default=DEFAULT_BROKER, show_default=True, callback=broker_option,
+              help="kafka://HOST:PORT[,HOST:PORT] of the broker(s).")
 @click.option("--topic-prefix", default="", help="Prefix of every topic name.")
 @click.option("--rate", type=click.FloatRange(min=1.0), help="Events per second (default: as fast as possible).")
 @click.option("--create-topics/--no-create-topics", default=True, show_default=True,
@@ -106,7 +109,7 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
 def publish_command(events: str, broker: str, topic_prefix: str, rate: float | None, create_topics: bool,
                     partitions: int) -> None:
     """Send the events of EVENTS.jsonl[.gz] to the topics, hosts first, keyed by host."""
-    from fleetepi.stream.app import bootstrap_of
+    from fleetepi.brokers import bootstrap_of
     from fleetepi.stream.publish import publish_file
     from fleetepi.stream.topics import TopicNames, ensure_topics, topic_specs
 
@@ -141,16 +144,21 @@ _data = click.option("--data-dir", type=click.Path(file_okay=False), help="Broke
 @kafka_group.command("start")
 @_cache
 @_data
-@click.option("--port", type=click.IntRange(1, 65535), help="Client port (default: a free one).")
+@click.option("--port", type=click.IntRange(1, 65535),
+              help="Client port (default: 9092, the README's and every command's default broker, when it is free; else a free one, said so).")
 @click.option("--fresh", is_flag=True, help="Wipe the data directory first.")
 def kafka_start(cache_dir: str | None, data_dir: str | None, port: int | None, fresh: bool) -> None:
     """Install (once), format (once) and start the broker; prints its bootstrap address."""
     from fleetepi.stream import devbroker
 
     try:
-        info = devbroker.start(data_dir=data_dir, port=port, cache_dir=cache_dir, fresh=fresh)
+        info = devbroker.start(data_dir=data_dir, port=port, cache_dir=cache_dir, fresh=fresh,
+                               preferred_port=DEFAULT_KAFKA_PORT)
     except FleetepiError as exc:
         raise _fail(exc) from None
+    if port is None and info.port != DEFAULT_KAFKA_PORT:
+        click.echo(f"port {DEFAULT_KAFKA_PORT} was taken: the broker is on {info.port}; pass its --broker to the "
+                   "other commands (their default is kafka://127.0.0.1:9092)", err=True)
     click.echo(f"kafka {info.version} running (pid {info.pid}): --broker kafka://{info.bootstrap}")
 
 
