@@ -40,7 +40,7 @@ def _fail(exc: Exception) -> click.ClickException:
                    "its events anyway (0: wait forever).")
 @click.option("--fetch-loop", type=click.Choice(["fast", "faust"]), default="fast", show_default=True,
               help="fast: faust's fetch loop without its per-record task race (~2x the throughput, "
-                   "stream/fastconsumer.py); faust: faust's own, if an upgrade of faust breaks the fast one.")
+                   "stream/faust_adapter.py); faust: faust's own, if an upgrade of faust breaks the fast one.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Detector settings (YAML or JSON mapping of DetectorConfig fields).")
 @click.option("--maintenance", "maintenance_path", type=click.Path(dir_okay=False), metavar="FILE",
@@ -125,6 +125,52 @@ def publish_command(events: str, broker: str, topic_prefix: str, rate: float | N
     skipped = ", ".join(f"{r}: {n}" for r, n in sorted(stats.skipped.items()))
     click.echo(f"published {stats.total} events in {stats.elapsed_s:.2f} s ({stats.rate:,.0f}/s): {parts}"
                + (f"; skipped {skipped}" if skipped else ""))
+
+
+@click.command("alerts")
+@click.option("--broker", default=DEFAULT_BROKER, show_default=True, callback=broker_option,
+              help="kafka://HOST:PORT[,HOST:PORT] of the broker(s).")
+@click.option("--topic-prefix", default="", help="Prefix of every topic name.")
+@click.option("--count", "-n", type=click.IntRange(min=1), help="Exit after this many firing alerts.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), help="Stop after this many seconds; with "
+              "--count, exit 1 if fewer came.")
+@click.option("--new-only", is_flag=True, help="Only alerts written from now on (default: the topic from its start).")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as they are (JSON lines, contract v1.1).")
+def alerts_command(broker: str, topic_prefix: str, count: int | None, timeout_s: float | None, new_only: bool,
+                   as_json: bool) -> None:
+    """Print the alerts the workers wrote to the alerts topic, as they come.
+
+    Reads without a consumer group (no offsets move). One line per alert:
+    time, severity, state, kind, summary.
+
+    \b
+    Examples:
+      fleetepi alerts --broker kafka://127.0.0.1:9092 --count 1 --timeout 600
+      fleetepi alerts --json | jq 'select(.severity == "page")'
+    """
+    from fleetepi.brokers import bootstrap_of
+    from fleetepi.stream.tail import one_line, read_alerts
+    from fleetepi.stream.topics import TopicNames
+
+    topic = TopicNames(topic_prefix).alerts
+    firing = 0
+    try:
+        for raw, alert in read_alerts(bootstrap_of(broker), topic, from_beginning=not new_only, timeout_s=timeout_s):
+            if as_json or alert is None:
+                click.echo(raw.decode("utf-8", "replace"))
+            else:
+                click.echo(one_line(alert))
+            if alert is not None and alert.state == "firing":
+                firing += 1
+                if count is not None and firing >= count:
+                    return
+    except FleetepiError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        return
+    if count is not None and firing < count:
+        click.echo(f"{firing} firing alert(s) on {topic} within {timeout_s:g} s, fewer than {count}", err=True)
+        raise SystemExit(1)
 
 
 @click.group("dev")
