@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry
 
 from fleetepi.agents.config import AgentConfig
-from fleetepi.agents.exceptions import AgentConfigError, PublishError, SourceUnavailable
+from fleetepi.agents.exceptions import AgentConfigError, PublishError, SourceUnavailable, SpoolFull
 from fleetepi.agents.metrics import AgentMetrics
 from fleetepi.agents.publish.base import Publisher
 from fleetepi.agents.sources import registry as source_registry
@@ -113,7 +113,7 @@ class Agent:
             try:
                 self.publisher.publish(ev)
             except PublishError as exc:  # SpoolFull is already loud; others are logged here
-                if type(exc).__name__ != "SpoolFull":
+                if not isinstance(exc, SpoolFull):
                     log.error("publish failed: %s", exc)
                 continue
             self.metrics.events.labels(kind=getattr(ev, "kind", None) or type(ev).__name__.lower()).inc()

@@ -45,7 +45,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetepi.simulate import PRESETS, preset, simulate
-from fleetepi.simulate.baselines import (
+from surveillance_baselines import (
     SURVEILLANCE_METHODS,
     HourlySeries,
     SurveillanceConfig,

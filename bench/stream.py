@@ -71,14 +71,14 @@ async def count(stream):
 Worker(app, loglevel="warning", quiet=True, redirect_stdouts=False).execute_from_commandline()
 '''
 
-#: The same count through the worker's consumer path (stream.batches, and stream.fastconsumer with
+#: The same count through the worker's consumer path (stream.batches, and stream.faust_adapter with
 #: --fetch-loop fast): what a worker could reach if its own work were free.
 BARE_RAW = r'''
 import sys, time, os
 from faust.worker import Worker
 from fleetepi.stream.batches import ack_all, batches, subscribe
 import faust
-from fleetepi.stream.fastconsumer import FastApp
+from fleetepi.stream.faust_adapter import FastApp
 broker, prefix, total, batch, within, datadir = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
 app = (FastApp if os.environ.get("FLEETEPI_BENCH_FAST") else faust.App)("bareraw-" + prefix, broker=broker, value_serializer="raw", key_serializer="raw", web_enabled=False,
               consumer_auto_offset_reset="earliest", topic_disable_leader=True, topic_allow_declare=False,

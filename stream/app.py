@@ -11,7 +11,7 @@ owned partition (``fleetepi.stream.state``), and is recovered from the retained 
 
 Each stage task drains batches of raw messages from its channel
 (``fleetepi.stream.batches``: faust's per-record stream path cost ~100 µs a record
-here; the fetch loop is faust's without its per-record race, ``fleetepi.stream.fastconsumer``), folds them per
+here; the fetch loop is faust's without its per-record race, ``fleetepi.stream.faust_adapter``), folds them per
 partition, sends forwards, alerts and dead letters, and waits for the
 broker to acknowledge all of them before the batch ends, which is when the
 batch's messages are acked for commit. So a committed offset always
@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetepi.contract import Crash, decode_event, encode
+from fleetepi.brokers import bootstrap_of
+from fleetepi.contract import Crash, Host, decode_event, encode
 from fleetepi.detectors import DetectorConfig, Inventory
 from fleetepi.exceptions import InvalidMessage
 from fleetepi.stream.batches import ack_all, batches, subscribe
 from fleetepi.stream.checkpoint import CheckpointStore
 from fleetepi.stream.deadletter import encode_letter, make_letter
-from fleetepi.stream.fastconsumer import FastApp
+from fleetepi.stream.faust_adapter import FastApp, partitions_for
 from fleetepi.stream.hostfeed import HostFeed
 from fleetepi.stream.maintenance import WorkerMaintenance
 from fleetepi.stream.metrics import StreamMetrics
@@ -51,11 +52,6 @@ log = logging.getLogger(__name__)
 #: How often an input partition read to its end tells the detector stages so (when it has not yet).
 CAUGHT_UP_INTERVAL_S = 0.2
 
-
-def bootstrap_of(broker: str) -> str:
-    """``kafka://h:p[;kafka://h2:p2]`` or ``h:p`` -> ``h:p[,h2:p2]`` for the plain clients."""
-    parts = [b.strip() for b in broker.replace(";", ",").split(",") if b.strip()]
-    return ",".join(p.split("://", 1)[-1] for p in parts)
 
 
 @dataclass(frozen=True)
@@ -75,7 +71,7 @@ class WorkerSettings:
     :param checkpoint_interval_s: between two snapshots of a stage's partitions (0: off).
     :param idle_release_s: wall seconds a detector partition may hold events for a quiet source
         before an idle mark releases them (0: never; replays stay exact, live alerts may wait).
-    :param fast_consumer: faust's fetch loop without its per-record race (``fleetepi.stream.fastconsumer``,
+    :param fast_consumer: faust's fetch loop without its per-record race (``fleetepi.stream.faust_adapter``,
         ~2x the throughput); False runs faust's own (``--fetch-loop faust``).
     :param config: detector settings.
     :param maintenance_file: maintenance windows (YAML/CSV, ``fleetepi.maintenance``), re-read when it changes.
@@ -89,7 +85,7 @@ class WorkerSettings:
     topic_prefix: str = ""
     partitions: int = 4
     web_port: int = 6066
-    metrics_port: int | None = 9109
+    metrics_port: int | None = 9108
     bind: str = "127.0.0.1"
     data_dir: str = "./fleetepi-worker-data"
     batch_max: int = 2000
@@ -501,7 +497,7 @@ class StreamWorker:
             except InvalidMessage as exc:
                 pending.append(await self._deadletter(self.names.hosts, m.partition, m.offset, m.key, m.value, exc))
                 continue
-            if type(event).__name__ != "Host":
+            if not isinstance(event, Host):
                 exc = InvalidMessage("unknown_schema", f"a {type(event).__name__.lower()} message on "
                                                        f"{self.names.hosts}, which carries host messages only")
                 pending.append(await self._deadletter(self.names.hosts, m.partition, m.offset, m.key, m.value, exc))
@@ -539,7 +535,7 @@ class StreamWorker:
     async def _n_partitions(self, topic: str) -> int:
         n = self._n_parts.get(topic)
         if n is None:
-            parts = await self.app.producer._ensure_producer().partitions_for(topic)
+            parts = await partitions_for(self.app, topic)
             n = self._n_parts[topic] = len(parts)
         return n
 
@@ -603,4 +599,4 @@ class StreamWorker:
                 "positions": self._positions()}
 
 
-__all__ = ["StreamWorker", "WorkerSettings", "bootstrap_of", "faust_settings"]
+__all__ = ["StreamWorker", "WorkerSettings", "faust_settings"]

@@ -23,18 +23,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import faust
+from fleetepi.stream.faust_adapter import RawTopic
 
-
-class RawTopic(faust.Topic):
-    """A topic channel whose queue holds the conductor's messages themselves."""
-
-    def _compile_decode(self) -> None:
-        # faust.Topic compiles ``decode`` from its schema into an instance attribute
-        async def decode(message: Any, *, propagate: bool = False) -> Any:
-            return message
-
-        self.decode = decode  # type: ignore[method-assign]
 
 
 def subscribe(app: Any, topic: str, maxsize: int) -> RawTopic:
@@ -81,4 +71,4 @@ def ack_all(app: Any, messages: Sequence[Any]) -> None:
         m.ack(consumer)
 
 
-__all__ = ["RawTopic", "ack_all", "batches", "subscribe"]
+__all__ = ["ack_all", "batches", "subscribe"]

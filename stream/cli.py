@@ -7,6 +7,7 @@ import logging
 
 import click
 
+from fleetepi.brokers import DEFAULT_BROKER, DEFAULT_KAFKA_PORT, broker_option
 from fleetepi.exceptions import FleetepiError
 
 
@@ -15,14 +16,15 @@ def _fail(exc: Exception) -> click.ClickException:
 
 
 @click.command("worker")
-@click.option("--broker", default="kafka://127.0.0.1:9092", show_default=True, help="kafka://HOST:PORT of the broker.")
+@click.option("--broker", default=DEFAULT_BROKER, show_default=True, callback=broker_option,
+              help="kafka://HOST:PORT[,HOST:PORT] of the broker(s).")
 @click.option("--app-id", default="fleetepi", show_default=True, help="Consumer group: workers with one id share the load.")
 @click.option("--topic-prefix", default="", help="Prefix of every topic name (several pipelines on one broker).")
 @click.option("--partitions", default=4, show_default=True, type=click.IntRange(1, 1024),
               help="Partitions of the topics the worker creates (existing topics are kept).")
 @click.option("--web-port", default=6066, show_default=True, type=click.IntRange(1, 65535),
               help="faust web server: /fleetepi/status/ and /fleetepi/counts/.")
-@click.option("--metrics-port", default=9109, show_default=True, type=click.IntRange(0, 65535),
+@click.option("--metrics-port", default=9108, show_default=True, type=click.IntRange(0, 65535),
               help="Prometheus /metrics (0: a free port).")
 @click.option("--no-metrics", is_flag=True, help="Do not serve Prometheus metrics.")
 @click.option("--bind", default="127.0.0.1", show_default=True, help="Listen address of the web and metrics servers.")
@@ -38,7 +40,7 @@ def _fail(exc: Exception) -> click.ClickException:
                    "its events anyway (0: wait forever).")
 @click.option("--fetch-loop", type=click.Choice(["fast", "faust"]), default="fast", show_default=True,
               help="fast: faust's fetch loop without its per-record task race (~2x the throughput, "
-                   "stream/fastconsumer.py); faust: faust's own, if an upgrade of faust breaks the fast one.")
+                   "stream/faust_adapter.py); faust: faust's own, if an upgrade of faust breaks the fast one.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Detector settings (YAML or JSON mapping of DetectorConfig fields).")
 @click.option("--maintenance", "maintenance_path", type=click.Path(dir_okay=False), metavar="FILE",
@@ -97,7 +99,8 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
 
 @click.command("publish")
 @click.argument("events", type=click.Path(allow_dash=True))
-@click.option("--broker", default="kafka://127.0.0.1:9092", show_default=True, help="kafka://HOST:PORT of the broker.")
+@click.option("--broker", default=DEFAULT_BROKER, show_default=True, callback=broker_option,
+              help="kafka://HOST:PORT[,HOST:PORT] of the broker(s).")
 @click.option("--topic-prefix", default="", help="Prefix of every topic name.")
 @click.option("--rate", type=click.FloatRange(min=1.0), help="Events per second (default: as fast as possible).")
 @click.option("--create-topics/--no-create-topics", default=True, show_default=True,
@@ -106,7 +109,7 @@ def worker_command(broker: str, app_id: str, topic_prefix: str, partitions: int,
 def publish_command(events: str, broker: str, topic_prefix: str, rate: float | None, create_topics: bool,
                     partitions: int) -> None:
     """Send the events of EVENTS.jsonl[.gz] to the topics, hosts first, keyed by host."""
-    from fleetepi.stream.app import bootstrap_of
+    from fleetepi.brokers import bootstrap_of
     from fleetepi.stream.publish import publish_file
     from fleetepi.stream.topics import TopicNames, ensure_topics, topic_specs
 
@@ -122,6 +125,52 @@ def publish_command(events: str, broker: str, topic_prefix: str, rate: float | N
     skipped = ", ".join(f"{r}: {n}" for r, n in sorted(stats.skipped.items()))
     click.echo(f"published {stats.total} events in {stats.elapsed_s:.2f} s ({stats.rate:,.0f}/s): {parts}"
                + (f"; skipped {skipped}" if skipped else ""))
+
+
+@click.command("alerts")
+@click.option("--broker", default=DEFAULT_BROKER, show_default=True, callback=broker_option,
+              help="kafka://HOST:PORT[,HOST:PORT] of the broker(s).")
+@click.option("--topic-prefix", default="", help="Prefix of every topic name.")
+@click.option("--count", "-n", type=click.IntRange(min=1), help="Exit after this many firing alerts.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), help="Stop after this many seconds; with "
+              "--count, exit 1 if fewer came.")
+@click.option("--new-only", is_flag=True, help="Only alerts written from now on (default: the topic from its start).")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as they are (JSON lines, contract v1.1).")
+def alerts_command(broker: str, topic_prefix: str, count: int | None, timeout_s: float | None, new_only: bool,
+                   as_json: bool) -> None:
+    """Print the alerts the workers wrote to the alerts topic, as they come.
+
+    Reads without a consumer group (no offsets move). One line per alert:
+    time, severity, state, kind, summary.
+
+    \b
+    Examples:
+      fleetepi alerts --broker kafka://127.0.0.1:9092 --count 1 --timeout 600
+      fleetepi alerts --json | jq 'select(.severity == "page")'
+    """
+    from fleetepi.brokers import bootstrap_of
+    from fleetepi.stream.tail import one_line, read_alerts
+    from fleetepi.stream.topics import TopicNames
+
+    topic = TopicNames(topic_prefix).alerts
+    firing = 0
+    try:
+        for raw, alert in read_alerts(bootstrap_of(broker), topic, from_beginning=not new_only, timeout_s=timeout_s):
+            if as_json or alert is None:
+                click.echo(raw.decode("utf-8", "replace"))
+            else:
+                click.echo(one_line(alert))
+            if alert is not None and alert.state == "firing":
+                firing += 1
+                if count is not None and firing >= count:
+                    return
+    except FleetepiError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        return
+    if count is not None and firing < count:
+        click.echo(f"{firing} firing alert(s) on {topic} within {timeout_s:g} s, fewer than {count}", err=True)
+        raise SystemExit(1)
 
 
 @click.group("dev")
@@ -141,16 +190,21 @@ _data = click.option("--data-dir", type=click.Path(file_okay=False), help="Broke
 @kafka_group.command("start")
 @_cache
 @_data
-@click.option("--port", type=click.IntRange(1, 65535), help="Client port (default: a free one).")
+@click.option("--port", type=click.IntRange(1, 65535),
+              help="Client port (default: 9092, the README's and every command's default broker, when it is free; else a free one, said so).")
 @click.option("--fresh", is_flag=True, help="Wipe the data directory first.")
 def kafka_start(cache_dir: str | None, data_dir: str | None, port: int | None, fresh: bool) -> None:
     """Install (once), format (once) and start the broker; prints its bootstrap address."""
     from fleetepi.stream import devbroker
 
     try:
-        info = devbroker.start(data_dir=data_dir, port=port, cache_dir=cache_dir, fresh=fresh)
+        info = devbroker.start(data_dir=data_dir, port=port, cache_dir=cache_dir, fresh=fresh,
+                               preferred_port=DEFAULT_KAFKA_PORT)
     except FleetepiError as exc:
         raise _fail(exc) from None
+    if port is None and info.port != DEFAULT_KAFKA_PORT:
+        click.echo(f"port {DEFAULT_KAFKA_PORT} was taken: the broker is on {info.port}; pass its --broker to the "
+                   "other commands (their default is kafka://127.0.0.1:9092)", err=True)
     click.echo(f"kafka {info.version} running (pid {info.pid}): --broker kafka://{info.bootstrap}")
 
 

@@ -140,6 +140,16 @@ class BrokerInfo:
         return f"127.0.0.1:{self.port}"
 
 
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` can be bound on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
@@ -275,12 +285,14 @@ def format_storage(jvm: list[str], props: Path, cluster_id: str) -> None:
 
 
 def start(data_dir: str | Path | None = None, port: int | None = None, cache_dir: str | Path | None = None,
-          version: str = KAFKA_VERSION, timeout_s: float = 90.0, fresh: bool = False) -> BrokerInfo:
+          version: str = KAFKA_VERSION, timeout_s: float = 90.0, fresh: bool = False,
+          preferred_port: int | None = None) -> BrokerInfo:
     """Install if needed, format (first time), start, and wait until the broker answers.
 
     :param data_dir: broker state (default ``<cache>/kafka-data``); formatted once.
     :param port: client port on 127.0.0.1 (a free one by default).
     :param fresh: wipe ``data_dir`` first (tests want an empty broker).
+    :param preferred_port: without ``port``, this one when it is free (the CLI's 9092), else a free one.
     :raises BrokerError: install, format or start failed, or no answer within ``timeout_s``.
     """
     libs = install(cache_dir, version)
@@ -294,6 +306,8 @@ def start(data_dir: str | Path | None = None, port: int | None = None, cache_dir
     if fresh and data.exists():
         shutil.rmtree(data)
     data.mkdir(parents=True, exist_ok=True)
+    if port is None and preferred_port is not None and port_is_free(preferred_port):
+        port = preferred_port
     port = port or free_port()
     cport = free_port()
     while cport == port:

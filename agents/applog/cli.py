@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from fleetepi.brokers import broker_option
+
 log = logging.getLogger(__name__)
 
 _HELP = """Run a job; pass its output through unchanged; turn its failures into crash events.
@@ -75,7 +77,7 @@ def _resend_orphans(base: Path, mine: Path, url: str, timeout_s: float) -> None:
 
 @click.command(name="run", help=_HELP, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--output", "-o", envvar="FLEETEPI_RUN_OUTPUT", default=None, help="Append crash events to this JSON-lines file (env FLEETEPI_RUN_OUTPUT).")
-@click.option("--broker", envvar="FLEETEPI_BROKER", default=None, help="kafka://host:port[,...]: publish crash events to Kafka (env FLEETEPI_BROKER).")
+@click.option("--broker", envvar="FLEETEPI_BROKER", default=None, callback=broker_option, help="kafka://host:port[,...]: publish crash events to Kafka (env FLEETEPI_BROKER).")
 @click.option("--job", default=None, help="Job id on every event (default: from the scheduler's environment).")
 @click.option("--job-env", multiple=True, help="Another environment variable holding the job id (repeatable).")
 @click.option("--host", default=None, help="Host name on every event (default: this machine's hostname).")

@@ -21,11 +21,12 @@ def open_publisher(url: str, **opts: Any) -> Publisher:
     :raises ValueError: a malformed ``kafka://`` URL or unknown Kafka option.
     """
     if url.startswith("kafka://"):
-        from fleetepi.agents.publish.kafka import KafkaPublisher, parse_kafka_url
+        from fleetepi.agents.publish.kafka import KafkaPublisher
+        from fleetepi.brokers import parse_brokers
 
         if "spool_dir" not in opts:
             raise ValueError("a kafka:// output needs spool_dir (publish.spool_dir in the config)")
-        return KafkaPublisher(parse_kafka_url(url), **opts)
+        return KafkaPublisher(parse_brokers(url), **opts)
     path = url[len("file://"):] if url.startswith("file://") else url
     return JsonlPublisher(path, fsync=bool(opts.get("fsync", False)))
 

@@ -28,6 +28,7 @@ from fleetepi.agents.exceptions import PublishError
 from fleetepi.agents.metrics import AgentMetrics
 from fleetepi.agents.publish.conform import conforming_bytes
 from fleetepi.agents.publish.spool import Spool
+from fleetepi.brokers import parse_brokers
 from fleetepi.contract import TOPIC_FOR_SCHEMA, Event
 
 log = logging.getLogger(__name__)
@@ -56,15 +57,6 @@ def default_compression() -> str:
     return "lz4"
 
 
-def parse_kafka_url(url: str) -> list[str]:
-    """``kafka://h1:9092,h2:9092`` -> ``["h1:9092", "h2:9092"]``."""
-    if not url.startswith("kafka://"):
-        raise ValueError(f"not a kafka:// URL: {url!r}")
-    hosts = [h.strip() for h in url[len("kafka://"):].strip("/").split(",") if h.strip()]
-    if not hosts or any(":" not in h for h in hosts):
-        raise ValueError(f"kafka URL needs host:port[,host:port]: {url!r}")
-    return hosts
-
 
 class KafkaPublisher:
     """Spool-first Kafka publisher.
@@ -88,8 +80,7 @@ class KafkaPublisher:
         unknown = sorted(set(options) - set(SECURITY_OPTIONS))
         if unknown:
             raise ValueError(f"unknown Kafka option(s): {', '.join(unknown)}")
-        self.bootstrap = parse_kafka_url(bootstrap) if isinstance(bootstrap, str) and bootstrap.startswith("kafka://") else (
-            [bootstrap] if isinstance(bootstrap, str) else list(bootstrap))
+        self.bootstrap = parse_brokers(bootstrap) if isinstance(bootstrap, str) else list(bootstrap)
         self.topics = dict(topics or TOPIC_FOR_SCHEMA)
         self.compression = default_compression() if compression == "auto" else compression
         self.batch = batch
@@ -226,4 +217,4 @@ class KafkaPublisher:
         self.spool.close()
 
 
-__all__ = ["KafkaPublisher", "SECURITY_OPTIONS", "default_compression", "parse_kafka_url"]
+__all__ = ["KafkaPublisher", "SECURITY_OPTIONS", "default_compression"]

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetepi.archive.exceptions import ArchiveError
+from fleetepi.brokers import broker_option
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dw]?)\s*$", re.IGNORECASE)
@@ -57,7 +58,7 @@ def _info(root: str) -> Table:
 @click.command("archive")
 @click.option("--archive", "archive", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Archive folder (created if absent).")
-@click.option("--broker", default=None, metavar="kafka://HOST:PORT",
+@click.option("--broker", default=None, metavar="kafka://HOST:PORT", callback=broker_option,
               help="Consume the contract topics of this broker into the archive, until Ctrl-C / SIGTERM.")
 @click.option("--topic-prefix", default="", help="Prefix of every topic name (as given to the workers).")
 @click.option("--group", default="fleetepi-archive", show_default=True, help="Consumer group of the archiver.")
@@ -90,7 +91,8 @@ def archive_command(archive: str, broker: str | None, topic_prefix: str, group: 
         if broker is None:
             _maintain(out, archive, compact_now, age, size)
             return
-        from fleetepi.archive.consumer import StreamArchiver, bootstrap_of
+        from fleetepi.archive.consumer import StreamArchiver
+        from fleetepi.brokers import bootstrap_of
         from fleetepi.stream.topics import TopicNames
 
         names = TopicNames(topic_prefix)

@@ -43,11 +43,6 @@ from fleetepi.exceptions import InvalidMessage
 log = logging.getLogger(__name__)
 
 
-def bootstrap_of(broker: str) -> str:
-    """``kafka://h:p[,kafka://h2:p2]`` or ``h:p`` -> ``h:p[,h2:p2]``."""
-    parts = [b.strip() for b in broker.replace(";", ",").split(",") if b.strip()]
-    return ",".join(p.split("://", 1)[-1] for p in parts)
-
 
 @dataclass
 class ArchiverStats:
@@ -206,4 +201,4 @@ class StreamArchiver:
         return sum([max(end[tp] - await c.position(tp), 0) for tp in tps])
 
 
-__all__ = ["ArchiverStats", "StreamArchiver", "bootstrap_of"]
+__all__ = ["ArchiverStats", "StreamArchiver"]

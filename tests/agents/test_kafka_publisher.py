@@ -9,7 +9,8 @@ import pytest
 from fleetepi.agents.exceptions import SpoolFull
 from fleetepi.agents.publish import JsonlPublisher, open_publisher
 from fleetepi.agents.publish.fake import FakeProducer
-from fleetepi.agents.publish.kafka import KafkaPublisher, parse_kafka_url
+from fleetepi.agents.publish.kafka import KafkaPublisher
+from fleetepi.brokers import parse_brokers
 from fleetepi.contract import Host, Telemetry, decode_event, ts_from_ms
 
 
@@ -101,15 +102,18 @@ def test_connection_failure_backs_off(tmp_path):
     assert len(attempts) == 1 and pub.spool.pending == 1
 
 
-@pytest.mark.parametrize(("url", "hosts"), [("kafka://k1:9092", ["k1:9092"]), ("kafka://k1:9092,k2:9093/", ["k1:9092", "k2:9093"])])
+@pytest.mark.parametrize(("url", "hosts"), [
+    ("kafka://k1:9092", ["k1:9092"]), ("kafka://k1:9092,k2:9093/", ["k1:9092", "k2:9093"]),
+    ("kafka://k1:9092;kafka://k2:9093", ["k1:9092", "k2:9093"]), ("k1:9092", ["k1:9092"]),
+    ("kafka://[::1]:9092", ["[::1]:9092"])])
 def test_kafka_urls(url, hosts):
-    assert parse_kafka_url(url) == hosts
+    assert parse_brokers(url) == hosts
 
 
-@pytest.mark.parametrize("url", ["kafka://", "kafka://nohostport", "http://k:1"])
+@pytest.mark.parametrize("url", ["kafka://", "kafka://nohostport", "http://k:1", "kafka://k:port", "kafka://k:70000", ""])
 def test_bad_kafka_urls(url):
     with pytest.raises(ValueError):
-        parse_kafka_url(url)
+        parse_brokers(url)
 
 
 def test_unknown_kafka_option_is_refused(tmp_path):

@@ -30,7 +30,7 @@ from fleetepi.simulate.exceptions import BaselineError
 
 HOUR_MS = 3_600_000
 #: The R script, beside the benchmark that uses it.
-R_SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "baselines" / "surveillance.R"
+R_SCRIPT = Path(__file__).resolve().parent / "baselines" / "surveillance.R"
 SURVEILLANCE_METHODS = ("C1", "C2", "C3", "farrington", "glrpois")
 
 

@@ -1,4 +1,14 @@
-"""A faust app whose consumer hands fetched records to the conductor without a race per record.
+"""Every place fleetepi reaches into faust or aiokafka internals, in one module.
+
+faust-streaming gives the workers group membership, rebalances, flow control
+and offset commits; fleetepi replaces three of its internals for speed and
+uses one private method (``OVERRIDES`` below, each with the why). An upgrade
+of faust or aiokafka that changes any of them must be read before it ships:
+``tests/stream/test_faust_adapter.py`` hashes the upstream source each
+override was written against and fails, naming the override, when it
+changes. ``--fetch-loop faust`` runs the worker without the first override.
+
+The fetch loop (:class:`FastConsumer`) --
 
 Why: faust's fetch loop delivers each record with ``Service.wait_first(
 callback(message), suspend_flow.wait())``, which starts four tasks (the
@@ -24,7 +34,7 @@ task as before.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NamedTuple
 
 import faust
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -102,4 +112,44 @@ class FastApp(faust.App):
         return super()._new_transport()
 
 
-__all__ = ["FastApp", "FastConsumer", "FastTransport"]
+class RawTopic(faust.Topic):
+    """A topic channel whose queue holds the conductor's messages themselves (``fleetepi.stream.batches``)."""
+
+    def _compile_decode(self) -> None:
+        # faust.Topic compiles ``decode`` from its schema into an instance attribute
+        async def decode(message: Any, *, propagate: bool = False) -> Any:
+            return message
+
+        self.decode = decode  # type: ignore[method-assign]
+
+
+async def partitions_for(app: Any, topic: str) -> set[int]:
+    """The partitions of ``topic`` as the app's own producer knows them (no second client)."""
+    return set(await app.producer._ensure_producer().partitions_for(topic))
+
+
+class Override(NamedTuple):
+    """One reach into faust/aiokafka: what is replaced or used, by what, and the upstream source's hash."""
+
+    upstream: str  # module:qualified.name in faust or aiokafka
+    ours: str  # what in this module replaces or uses it
+    why: str
+    sha256: str  # of inspect.getsource(upstream) when this override was written and checked
+
+
+#: The upstream code each override depends on (faust-streaming 0.15.3, aiokafka 0.14.0 when last checked).
+OVERRIDES: tuple[Override, ...] = (
+    Override("faust.transport.drivers.aiokafka:Consumer._drain_messages", "FastConsumer._drain_messages",
+             "faust races four tasks per record to honour suspend_flow; ours checks it per record (~40 % of "
+             "a consumer's time)", "44a2500309e83c630493f6828af50166ec8d96a0b3e4fb2bab735f704ae93417"),
+    Override("faust.app.base:App._new_transport", "FastApp._new_transport",
+             "the transport (FastTransport) that builds our consumer for kafka:// brokers", "42db531312dd776fc3937154a32f19eeb9ad7d4ebc2722a92d081a2d271baea1"),
+    Override("faust.topics:Topic._compile_decode", "RawTopic._compile_decode",
+             "a stage takes the conductor's messages themselves, without faust's Event and deserialiser "
+             "(~100 us a record)", "6474178f8c211c056192d1b1a470cd9a617a3d7c59babf9b9297b24e3e507c26"),
+    Override("faust.transport.drivers.aiokafka:Producer._ensure_producer", "partitions_for",
+             "the partition count of a topic from the producer faust already holds", "5592a4bbdf2513253f98233a4eac931ded2a531a86f269cddcc33bc3f5827db5"),
+)
+
+
+__all__ = ["OVERRIDES", "FastApp", "FastConsumer", "FastTransport", "Override", "RawTopic", "partitions_for"]
