@@ -43,8 +43,6 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-
-from fleetepi.simulate import PRESETS, preset, simulate
 from surveillance_baselines import (
     SURVEILLANCE_METHODS,
     HourlySeries,
@@ -52,6 +50,8 @@ from surveillance_baselines import (
     ThresholdBaseline,
     run_surveillance,
 )
+
+from fleetepi.simulate import PRESETS, preset, simulate
 from fleetepi.simulate.benign import BENIGN_TYPES
 from fleetepi.simulate.exceptions import BaselineError
 from fleetepi.simulate.scoring import DEFAULT_GRACE_S, KINDS, RunScore, Summary, score_run, summarize

@@ -234,8 +234,11 @@ class CohortCorrelation(Struct):
             # scales where the key has too few effective units for any cohort test: skipped whole
             n_eff = {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute}
             testable = [i for i in self.acute if n_eff[i] >= self.min_units]
-            # Tarone: a test that cannot reach significance (its key has too few effective units for
-            # even a half-the-fleet cohort to hold them all at p <= q) is no member of the family
+            # Tarone, approximately: a key with too few effective units for a half-the-fleet cohort to
+            # reach p <= q brings no members to the family. A smaller cohort can reach it with fewer
+            # units (p0 ** n), so this can undercount the family; what bounds those tests is the
+            # absolute corr_alpha (1e-6 by default), stricter than BH's q / family unless the family
+            # exceeds q / corr_alpha (10,000 tests)
             fam = len(st.pairs) * sum(1 for i in testable if n_eff[i] >= self._n_star)
             self.family += fam - st.family
             st.family = fam
@@ -428,7 +431,7 @@ class CohortCorrelation(Struct):
 
     @property
     def _n_star(self) -> float:
-        """Effective units a key needs before any of its cohorts can reach p <= fdr (a half-fleet cohort)."""
+        """Effective units before a half-fleet cohort can reach p <= fdr (smaller cohorts need fewer)."""
         return math.log(self.fdr) / math.log(0.5)
 
     def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],

@@ -42,7 +42,7 @@ class DetectorConfig:
     max_jump_s: float = 3600.0
     #: Distinct hosts that must be ahead before event time jumps past ``max_jump_s`` at once.
     jump_quorum_hosts: int = 3
-    #: Most events held aside for clock skew (beyond it the oldest are dropped, counted).
+    #: Most events held aside for clock skew (beyond it a new one is dropped, counted as clock_skew).
     max_held_events: int = 100_000
     #: Announcements kept per host (attribute history for events in the past).
     inventory_history: int = 8

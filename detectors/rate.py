@@ -39,8 +39,8 @@ MIN_HISTORY_H = 12.0
 #: Windows up to this long test a key from its first case (a new signature's burst); longer ones wait
 #: until the key is as old as they are.
 NEW_KEY_WINDOW_S = 4 * 3600.0
-#: Observations a key's own dispersion must hold against the prior (its weight): a week of days, two
-#: days of hours.
+#: Observations a key's own dispersion must hold against the prior (its weight): a week of days, a
+#: day of hours.
 DISP_PRIOR_DAYS = 7.0
 DISP_PRIOR_HOURS = 24.0
 #: The learned dispersion prior stays within these.
@@ -292,7 +292,7 @@ class RateSpike(Struct):
 
         A new key's prior rate is half the median all-day rate of keys known
         for a day. The dispersion prior is the median of the dispersions of
-        keys with a week (daily) or two days (hourly) of their own: how much
+        keys with two days (daily) or a day (hourly) of their own, once 20 keys have: how much
         this fleet's signatures swing, before a key has shown its own.
         """
         hour = horizon_ms // HOUR_MS

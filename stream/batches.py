@@ -26,7 +26,6 @@ from typing import Any
 from fleetepi.stream.faust_adapter import RawTopic
 
 
-
 def subscribe(app: Any, topic: str, maxsize: int) -> RawTopic:
     """Register a raw channel for ``topic`` with the conductor (before the worker starts)."""
     chan = RawTopic(app, topics=[topic], value_serializer="raw", key_serializer="raw", is_iterator=True,

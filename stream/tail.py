@@ -29,7 +29,7 @@ def read_alerts(bootstrap: str, topic: str, from_beginning: bool = True, timeout
         consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap.split(","), group_id=None,
                                  enable_auto_commit=False,
                                  auto_offset_reset="earliest" if from_beginning else "latest",
-                                 request_timeout_ms=30_000, api_version_auto_timeout_ms=10_000)
+                                 request_timeout_ms=30_000)
     except KafkaError as exc:
         raise BrokerError(f"cannot read {topic} from {bootstrap}: {exc}") from None
     deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -47,18 +47,21 @@ def test_readme_live_commands_run_verbatim(tmp_path: Path) -> None:
     (cache / "kafka").symlink_to(devbroker.cache_root() / "kafka")
     env = {**os.environ, "FLEETEPI_CACHE": str(cache), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     script = "set -euo pipefail\n" + "\n".join(lines) + "\n"
-    proc = subprocess.Popen(["bash", "-c", script], cwd=clone, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None or proc.returncode:
+    # output to files, not pipes: the backgrounded worker (and, on a failure, the broker) would hold
+    # a pipe open after the script ends
+    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+    with out_path.open("w") as out_f, err_path.open("w") as err_f:
+        proc = subprocess.Popen(["bash", "-c", script], cwd=clone, env=env, stdout=out_f, stderr=err_f,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout=540)
+        finally:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the backgrounded worker too
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever the script left running (the worker on a failure)
             proc.wait()
-        subprocess.run([str(Path(sys.executable).parent / "fleetepi"), "dev", "kafka", "stop"], env=env,
-                       capture_output=True, check=False, timeout=120)
-    run = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            subprocess.run([str(Path(sys.executable).parent / "fleetepi"), "dev", "kafka", "stop"], env=env,
+                           capture_output=True, check=False, timeout=120)
+    run = subprocess.CompletedProcess(proc.args, proc.returncode, out_path.read_text(), err_path.read_text())
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "running" in run.stdout and "127.0.0.1:9092" in run.stdout        # dev kafka start said where
     firing = [ln for ln in run.stdout.splitlines() if "firing" in ln]
