@@ -39,7 +39,7 @@ from fleetepi.detectors.base import Context
 from fleetepi.detectors.cases import Case
 from fleetepi.detectors.config import DetectorConfig
 from fleetepi.detectors.decay import DecayClock
-from fleetepi.detectors.findings import FINDINGS, incident_host, span
+from fleetepi.detectors.findings import FINDINGS, incident_host, incident_signature, span
 from fleetepi.detectors.peers import HostPeers, PeerVerdict, host_peers_from_config
 from fleetepi.detectors.stats import score_of
 
@@ -209,7 +209,7 @@ class HostSpike:
         notes = [f"crash loop: >= {c.loop_min_crashes:g} crashes of one (host, signature) within about a day, "
                  f">= {c.loop_min_share:.0%} of the host's crashes, no odd shapes, no hardware errors; the host's "
                  f"count against its peers counts such a loop once an hour"]
-        return self._alert(v, "crash_loop", None, summary, notes)
+        return self._alert(v, "crash_loop", None, summary, notes, incident=incident_signature(sig))
 
     def _day_evidence(self, host: str, g: tuple[float, ...]) -> tuple[float, int, float, float, float]:
         """(crashes, distinct signatures, top signature's share, odd crashes, hardware errors) over ~a day."""
@@ -247,6 +247,12 @@ class HostSpike:
                 return None
             e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
+            sig = max(e.sigs.items(), key=lambda kv: (kv[1], kv[0]))[0] if e.sigs else None
+            if sig is not None:
+                summary = (f"host {host} {what}: {v.observed:.3g} crash/error units over ~{span(v.window_s)} vs "
+                           f"{v.expected:.2g} expected from {v.basis}: {sig[:90]}")
+                return self._alert(v, finding, v.p_value, summary, [*v.notes, evidence],
+                                   incident=incident_signature(sig))
         else:
             finding, what = "sick_host", "crashing far above its peers"
         summary = (f"host {host} {what}: {v.observed:.3g} crash/error units over ~{span(v.window_s)} vs "
@@ -277,14 +283,18 @@ class HostSpike:
                  f"signatures on CPU {cpu}: " + "; ".join(sigs[:5])]
         return self._alert(v, "suspected_bad_silicon", None, summary, notes)
 
-    def _alert(self, v: PeerVerdict, finding: str, p: float | None, summary: str, notes: list[str]) -> Alert:
+    def _alert(self, v: PeerVerdict, finding: str, p: float | None, summary: str, notes: list[str],
+               incident: str | None = None) -> Alert:
+        """The host alert; a crash loop's incident is its signature's (a workload's loop on 64 hosts is one
+        incident, and joins the signature's spike if it has one), every other finding's the host's."""
         severity = FINDINGS[finding][0] if finding in FINDINGS else "page"
         return Alert(ts=ts_from_ms(v.ts_ms), kind="host_spike", state="resolved" if finding == "resolved" else "firing",
                      host=v.host, score=score_of(p) if p is not None else 0.0, p_value=p,
                      observed=round(v.observed, 6), expected=round(v.expected, 6),
                      relative_risk=(v.observed / v.expected if v.expected > 0 else None), window_s=v.window_s,
                      summary=summary, notes=notes, severity=severity,  # type: ignore[arg-type]
-                     finding=None if finding == "resolved" else finding, incident=incident_host(v.host))
+                     finding=None if finding == "resolved" else finding,
+                     incident=incident or incident_host(v.host))
 
     # ------------------------------------------------------------------ time and state
     def rebase(self, factors: tuple[float, ...]) -> None:
