@@ -29,7 +29,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from machine import describe
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -320,14 +320,7 @@ def tuning_text() -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """The machine, and the R version the baselines ran on."""
     try:
         r = subprocess.run(["Rscript", "-e", "cat(R.version.string, 'surveillance', "
                                                "format(packageVersion('surveillance')))"],
@@ -335,7 +328,7 @@ def machine() -> str:
         rv = r.stdout.strip() or "R unavailable"
     except (OSError, subprocess.TimeoutExpired):
         rv = "R unavailable"
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {rv}"
+    return f"{describe()}, {rv}"
 
 
 def loadavg() -> str:

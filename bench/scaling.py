@@ -25,7 +25,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from machine import describe
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench"
@@ -131,16 +131,6 @@ def replay_rates(path: Path) -> dict[str, Any]:
             "invalid": pipe.summary.invalid_total}
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def markdown(rows: list[dict[str, Any]], replay: dict[str, Any] | None, meta: dict[str, Any]) -> str:
@@ -226,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleetepi replay  : {replay['replay_per_s']:>10,.0f} lines per CPU-second ({replay['replay_cpu_s']:.1f} s "
               f"CPU, {replay['replay_wall_s']:.1f} s wall); ratio {replay['ratio']:.3f}; target >= 100,000: "
               f"{'met' if replay['replay_per_s'] >= 100_000 else 'MISSED'}")
-    meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(), "seed": args.seed,
+    meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": describe(), "seed": args.seed,
             "hours": args.hours, "budget_s": args.budget_s, "load_start": load_start, "load_end": loadavg(),
             "replay_file": str(path.relative_to(ROOT)) if replay else None, "replay_seed": args.replay_seed}
     if not args.no_write:

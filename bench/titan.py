@@ -35,8 +35,6 @@ import argparse
 import gzip
 import hashlib
 import json
-import os
-import platform
 import sys
 import time
 from collections import Counter, defaultdict
@@ -50,6 +48,7 @@ from scipy.stats import poisson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import titan_data
+from machine import describe
 
 from fleetepi.contract import Alert, Event, Host, Telemetry, decode_event, ts_from_ms
 from fleetepi.detectors import DetectorConfig, Engine
@@ -439,16 +438,6 @@ def markdown(r: Report, meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def _loadavg() -> str:
@@ -494,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(text_lines(report)))
     md = args.md or (DOC if args.config is None else None)
     if md is not None and not args.no_write:
-        meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
+        meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": describe(),
                 "config": f"`{args.config}`" if args.config else "defaults (`DetectorConfig()`)",
                 "reference": titan_data.reference_facts()}
         md.parent.mkdir(parents=True, exist_ok=True)

@@ -324,8 +324,6 @@ class Pipeline:
         """
         if self.metrics is not None or self.strict:
             return self._run_general(lines, progress)
-        if self.archive is not None:
-            return self._run_fast_archived(lines, progress)
         return self._run_fast(lines, progress)
 
     def _run_general(self, lines: Iterable[bytes], progress: Callable[[], None] | None) -> RunSummary:
@@ -353,11 +351,14 @@ class Pipeline:
 
         Accepted events are counted by the engine (``Engine.events``, copied
         in :meth:`report`); blank lines are recognised only once the decoder
-        has rejected them, so good lines pay nothing for them.
+        has rejected them, so good lines pay nothing for them. With an
+        archive, each admitted event's line is handed over as it was read
+        (one flag reset and one append per line; without, one test).
         """
         self._start()
         summary = self.summary
         process = self.engine.process
+        add = self.archive.add if self.archive is not None else None
         decode = decode_event
         mask = REPORT_EVERY - 1
         lineno = start = self._line or 0
@@ -375,54 +376,18 @@ class Pipeline:
                     self._record_invalid(exc.reason, exc.detail)
                     continue
                 self._line = lineno
-                alerts = process(event)
+                if add is None:
+                    alerts = process(event)
+                else:
+                    self._dropped = False
+                    alerts = process(event)
+                    if not self._dropped:
+                        add(event, line)
                 if alerts:
                     self._emit(alerts)
                 if not lineno & mask and progress is not None:
                     progress()
         finally:  # also when the input breaks mid-way: the summary counts what was read
-            summary.lines += lineno - start - blank
-            self._line = lineno
-            self._stop()
-        return summary
-
-    def _run_fast_archived(self, lines: Iterable[bytes], progress: Callable[[], None] | None) -> RunSummary:
-        """:meth:`_run_fast` plus the archive: each admitted event's line is handed over as it was read.
-
-        A loop of its own so that a replay without ``--archive`` pays
-        nothing for it; here the extra per line is one flag reset and one
-        ``add`` (an append: ``fleetepi.archive.writer``).
-        """
-        self._start()
-        summary = self.summary
-        process = self.engine.process
-        add = self.archive.add  # type: ignore[union-attr]
-        decode = decode_event
-        mask = REPORT_EVERY - 1
-        lineno = start = self._line or 0
-        blank = 0
-        try:
-            for line in lines:
-                lineno += 1
-                try:
-                    event = decode(line)
-                except InvalidMessage as exc:
-                    if not line.strip():
-                        blank += 1
-                        continue
-                    self._line = lineno
-                    self._record_invalid(exc.reason, exc.detail)
-                    continue
-                self._line = lineno
-                self._dropped = False
-                alerts = process(event)
-                if not self._dropped:
-                    add(event, line)
-                if alerts:
-                    self._emit(alerts)
-                if not lineno & mask and progress is not None:
-                    progress()
-        finally:
             summary.lines += lineno - start - blank
             self._line = lineno
             self._stop()
