@@ -40,6 +40,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fleetepi.procs import pid_alive
 from fleetepi.stream.exceptions import BrokerError
 
 #: Kafka release installed by default (a 4.x: KRaft only, runs on Java 17).
@@ -222,20 +223,6 @@ def read_info(data_dir: str | Path) -> BrokerInfo | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child still "exists": reap it if it is ours
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
-
 
 def answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
     """True if the broker at ``bootstrap`` returns cluster metadata."""
@@ -298,7 +285,7 @@ def start(data_dir: str | Path | None = None, port: int | None = None, cache_dir
     libs = install(cache_dir, version)
     data = Path(data_dir) if data_dir is not None else cache_root(cache_dir) / DEFAULT_DATA
     running = read_info(data)
-    if running is not None and _alive(running.pid):
+    if running is not None and pid_alive(running.pid):
         if fresh:
             stop(data)
         else:
@@ -347,7 +334,7 @@ def stop(data_dir: str | Path | None = None, cache_dir: str | Path | None = None
     """
     data = Path(data_dir) if data_dir is not None else cache_root(cache_dir) / DEFAULT_DATA
     info = read_info(data)
-    if info is None or not _alive(info.pid):
+    if info is None or not pid_alive(info.pid):
         return False
     try:
         os.kill(info.pid, signal.SIGTERM)
@@ -355,7 +342,7 @@ def stop(data_dir: str | Path | None = None, cache_dir: str | Path | None = None
         return False
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _alive(info.pid):
+        if not pid_alive(info.pid):
             return True
         time.sleep(0.1)
     try:
@@ -371,7 +358,7 @@ def status(data_dir: str | Path | None = None, cache_dir: str | Path | None = No
     info = read_info(data)
     if info is None:
         return {"running": False, "data_dir": str(data)}
-    alive = _alive(info.pid)
+    alive = pid_alive(info.pid)
     return {**asdict(info), "bootstrap": info.bootstrap, "running": alive,
             "answers": alive and answers(info.bootstrap)}
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: The shared ground every layer may use: message types, errors, config loading, output helpers.
 SHARED = {"fleetepi.contract", "fleetepi.exceptions", "fleetepi.config", "fleetepi.console", "fleetepi.brokers",
-          "fleetepi.jsonl"}
+          "fleetepi.jsonl", "fleetepi.procs"}
 
 #: folder -> (its package, the fleetepi modules it may import besides its own)
 LAYERS = {

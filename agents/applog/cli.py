@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from fleetepi.brokers import broker_option
+from fleetepi.procs import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +46,6 @@ def _spool_base() -> Path:
     return Path(cache) / "fleetepi" / "run-spool"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def _resend_orphans(base: Path, mine: Path, url: str, timeout_s: float) -> None:
     """Spools of earlier runs whose process is gone (the broker was away then): send what they hold."""
@@ -61,7 +53,7 @@ def _resend_orphans(base: Path, mine: Path, url: str, timeout_s: float) -> None:
     from fleetepi.agents.publish import open_publisher
 
     for d in sorted(base.glob("[0-9]*")):
-        if d == mine or not d.is_dir() or _alive(int(d.name)):
+        if d == mine or not d.is_dir() or pid_alive(int(d.name)):
             continue
         try:
             pub = open_publisher(url, spool_dir=str(d))
