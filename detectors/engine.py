@@ -20,7 +20,17 @@ ahead of the fleet's event time is *held aside* (counted as
 ``clock_skew_held``) until ``jump_quorum_hosts`` distinct hosts are ahead
 too (a real jump: a replay after a quiet night, a recovered broker), or the
 fleet's time catches up with it. A host whose clock runs days ahead keeps
-its own events held; everyone else's time goes on.
+its own events held; everyone else's time goes on. The fleet's event time
+(the watermark) is the newest time of any host *but the one that leads*: a
+host whose clock is minutes ahead (within the jump) is admitted, yet cannot
+make every other host's events late, nor walk the fleet's time forward an
+hour at a time with its own events (``tests/pipeline/test_clock_skew.py``:
+one host off by -7 days to +7 days, every other alert unchanged). The cost:
+the watermark trails the newest event by the leading host's own run of
+events, and a fleet where one host alone reports for over ``max_jump_s``
+holds that host's events until another host reports (released in order,
+not lost) -- except at the end of input, where they are dropped as
+``clock_skew``, counted.
 """
 
 from __future__ import annotations
@@ -115,6 +125,13 @@ class Engine:
         self._held: list[tuple[int, int, Event]] = []
         #: host -> its earliest held event (the quorum is counted in hosts, not events)
         self._held_first: dict[str, int] = {}
+        #: the host with the newest admitted event, its time, and the newest time of any other host:
+        #: how far ahead an event may be is judged against the *other* hosts' time, so one host's
+        #: clock cannot walk the fleet's time forward an hour at a time (each of its events within
+        #: the jump of the watermark its previous one set)
+        self._lead_host: str | None = None
+        self._lead_ms: int | None = None
+        self._second_ms: int | None = None
         self._seq = 0
         #: where folding has reached: events dated before it are folded
         self._folded_ms = 0
@@ -145,7 +162,10 @@ class Engine:
         """Feed one decoded event; return the alerts the step boundaries it passed caused."""
         ts_ms = (event.ts - _EPOCH) // _MS
         wm = self.watermark_ms
-        if wm is not None and ts_ms > wm + self._jump_ms:
+        ref = self._second_ms if event.host == self._lead_host else self._lead_ms
+        if ref is None:
+            ref = wm
+        if ref is not None and ts_ms > ref + self._jump_ms:
             if ts_ms > self._clock_ms() + self._future_ms:
                 return self._reject("future_timestamp", event, ts_ms)
             return self._hold(event, ts_ms)
@@ -159,6 +179,14 @@ class Engine:
         wm = self.watermark_ms
         if wm is not None and ts_ms < wm - self._lateness_ms:
             return self._reject("out_of_order", event, ts_ms)
+        host = event.host
+        if host == self._lead_host:
+            if ts_ms > self._lead_ms:  # type: ignore[operator]
+                self._lead_ms = ts_ms
+        elif self._lead_ms is None or ts_ms > self._lead_ms:
+            self._second_ms, self._lead_host, self._lead_ms = self._lead_ms, host, ts_ms
+        elif self._second_ms is None or ts_ms > self._second_ms:
+            self._second_ms = ts_ms
         etype = type(event)
         events = self.events
         if etype is Host:
@@ -168,7 +196,6 @@ class Engine:
                 self.announced[event.host] = ts_ms
             buffer = True
         else:
-            host = event.host  # type: ignore[union-attr]
             first = self.announced.get(host)
             if first is None or first > ts_ms:
                 self.invalid["unknown_host"] += 1
@@ -185,18 +212,25 @@ class Engine:
                 self.flags["folded_late"] += 1
             self._seq += 1
             self._buffer.append((ts_ms, self._seq, event))  # type: ignore[arg-type]
-        if wm is not None and ts_ms <= wm:
+        # the fleet's time follows the newest event of any host but the leading one: a host whose
+        # clock is fast (by less than the jump) is admitted, but does not make every other host's
+        # events late (with a single host, it follows that host)
+        second = self._second_ms
+        now = ts_ms if host != self._lead_host or second is None else min(ts_ms, second)
+        if wm is not None and now <= wm:
             return _NONE
         out: list[Alert] = []
-        self.watermark_ms = ts_ms
+        # held events now within reach go in first, before time moves past them: a boundary is
+        # decided with every event dated before it, whether it was held on the way or not
+        if self._held and self._held[0][0] <= now + self._jump_ms:
+            out.extend(self._release(now + self._jump_ms))
+            if self.watermark_ms is not None and now <= self.watermark_ms:
+                return out
+        self.watermark_ms = now
         if wm is None:
-            self.clock.ref_ms = ts_ms - ts_ms % self._step_ms  # decayed counts inflate from here
-        # held events now within reach go in first: a boundary is decided with every event
-        # dated before it, whether it was held on the way or not
-        if self._held:
-            out.extend(self._release(ts_ms + self._jump_ms))
+            self.clock.ref_ms = now - now % self._step_ms  # decayed counts inflate from here
         if self._next_tick_ms is None:
-            self._next_tick_ms = ts_ms - ts_ms % self._step_ms + self._step_ms
+            self._next_tick_ms = now - now % self._step_ms + self._step_ms
         elif self.watermark_ms >= self._next_tick_ms:
             out.extend(self._tick(self.watermark_ms))
         return out
@@ -233,7 +267,10 @@ class Engine:
         first = self._held_first
         if host not in first or ts_ms < first[host]:
             first[host] = ts_ms
-        quorum = min(self.config.jump_quorum_hosts, max(1, len(self.inventory) // 2))
+        # hosts known so far: announcements read (admitted), not only those folded yet, so that one
+        # wrong clock early in a stream is no quorum of a fleet not folded yet
+        known = max(len(self.inventory), len(self.announced))
+        quorum = min(self.config.jump_quorum_hosts, max(1, known // 2))
         if len(first) < quorum:
             return []
         # the fleet moved: event time may jump to where the quorum-th host is
@@ -355,6 +392,12 @@ class Engine:
         self.maintenance.set(windows)
 
     @property
+    def newest_ms(self) -> int | None:
+        """The newest event time admitted (what a freshness metric shows; the watermark may trail it)."""
+        wm, lead = self.watermark_ms, self._lead_ms
+        return lead if wm is None or (lead is not None and lead > wm) else wm
+
+    @property
     def decided_ms(self) -> int | None:
         """The last step boundary decided (None before the first)."""
         return None if self._next_tick_ms is None else self._next_tick_ms - self._step_ms
@@ -413,6 +456,7 @@ class Engine:
             "seq": self._seq,
             "buffer": [[t, s, encode(e).decode()] for t, s, e in self._buffer],
             "held": [[t, s, encode(e).decode()] for t, s, e in self._held],
+            "lead": [self._lead_host, self._lead_ms, self._second_ms],
             "inventory": self.inventory.snapshot(),
             "cases": self._to_builtins(self.cases),
             "maintenance": self._to_builtins(self.maintenance.windows),
@@ -452,6 +496,7 @@ class Engine:
         self._seq = state["seq"]
         self._buffer = [(int(t), int(s), decode_event(e)) for t, s, e in state["buffer"]]  # type: ignore[misc]
         self._held = [(int(t), int(s), decode_event(e)) for t, s, e in state["held"]]
+        self._lead_host, self._lead_ms, self._second_ms = state.get("lead") or (None, None, None)
         heapq.heapify(self._held)
         self._held_first = {}
         for t, _, ev in self._held:

@@ -258,7 +258,7 @@ class Pipeline:
             if not self._dropped:
                 self._observe(event)
             # per event, not per report: a live stream may go idle right after this line
-            wm = self.engine.watermark_ms
+            wm = self.engine.newest_ms
             if wm != m.watermark_ms:
                 m.set_watermark(wm)
         if alerts:
@@ -309,11 +309,11 @@ class Pipeline:
         """Refresh the slow-moving numbers (watermark, hosts, event counts) in the summary and metrics."""
         eng = self.engine
         self.summary.events = Counter(eng.events)
-        self.summary.watermark_ms = eng.watermark_ms
+        self.summary.watermark_ms = eng.newest_ms
         self.summary.hosts = len(eng.announced)
         self.summary.in_maintenance = eng.flags["in_maintenance"]
         if self.metrics is not None:
-            self.metrics.set_watermark(eng.watermark_ms)
+            self.metrics.set_watermark(eng.newest_ms)
             self.metrics.set_hosts(len(eng.announced))
             self.metrics.set_in_maintenance(eng.flags["in_maintenance"])
 

@@ -362,7 +362,7 @@ class StreamWorker:
                     alerts = self.maintenance.gate((stage.name, p), st.engine, alerts, dropped)
                 else:
                     alerts = await self._input_partition(stage, st, p, msgs, pending)
-                    pipeline.set_watermark(st.engine.watermark_ms)
+                    pipeline.set_watermark(st.engine.newest_ms)
             for a in alerts:
                 observe_alert(a)
                 pending.append(await send(alerts_topic, a.key.encode(), encode(a), None, None, None))
