@@ -59,9 +59,13 @@ class TestAppLogFiles:
         rank0.write_text(traceback_text("raise", "b"))
         got = drain(src, T0 + 20_000)
         assert sorted(e.signature.split(" | ")[0] for e in got) == ["IndexError", "truncated-traceback"]
-        # copytruncate: the same file emptied in place, then written again
+        # copytruncate: the same file emptied in place (seen at the next poll), then written again.
+        # Truncation is noticed by the size falling below what was read: a file truncated and
+        # refilled beyond that size between two polls reads as appended output (tail -F's limit;
+        # docs/agents.md)
         with rank0.open("r+") as fh:
             fh.truncate(0)
+        assert drain(src, T0 + 25_000) == []
         with rank0.open("a") as fh:
             fh.write(traceback_text("chained"))
         (ev,) = drain(src, T0 + 30_000)
