@@ -136,6 +136,24 @@ def _check_shape(text: str) -> None:
         loader.dispose()
 
 
+def read_bounded_text(path: str | Path, what: str) -> str:
+    """A small text file read whole, at most ``MAX_BYTES``: UTF-8 (a BOM is fine), else a one-line error.
+
+    :raises ConfigFileError: unreadable, larger than ``MAX_BYTES`` (``what`` it is not), not UTF-8.
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigFileError(path, "", f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigFileError(path, "", f"larger than {MAX_BYTES >> 20} MiB: not {what}")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(path, "", f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+
+
 def read_yaml(path: str | Path) -> Any:
     """The parsed YAML (or JSON) document at ``path``; None for an empty file.
 
@@ -143,17 +161,7 @@ def read_yaml(path: str | Path) -> Any:
         too deep or too many nodes, naming the file (and line, for syntax).
     """
     p = Path(path)
-    try:
-        with open(p, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise ConfigFileError(path, "", f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigFileError(path, "", f"larger than {MAX_BYTES >> 20} MiB: not a config file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigFileError(path, "", f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    text = read_bounded_text(p, "a config file")
     try:
         _check_shape(text)
         return yaml.load(text, Loader=_Loader)

@@ -55,7 +55,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta, Struct
 
-from fleetepi.config import MAX_BYTES, ConfigFileError, convert, load
+from fleetepi.config import ConfigFileError, convert, load, read_bounded_text
 from fleetepi.contract import Alert
 from fleetepi.detectors.inventory import pair_key
 from fleetepi.detectors.maintenance import Maintenance, Window
@@ -139,18 +139,7 @@ _CSV_COLUMNS = ("target", "start", "end", "reason")
 
 
 def _read_csv(path: str | Path) -> list[WindowSpec]:
-    # the config reader's limits: size and encoding
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise ConfigFileError(path, "", f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigFileError(path, "", f"larger than {MAX_BYTES >> 20} MiB: not a maintenance file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigFileError(path, "", f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    text = read_bounded_text(path, "a maintenance file")  # the config reader's limits: size and encoding
     reader = csv.DictReader(io.StringIO(text))
     header = tuple(reader.fieldnames or ())
     if header[:3] != _CSV_COLUMNS[:3] or not set(header) <= set(_CSV_COLUMNS):
