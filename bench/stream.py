@@ -156,7 +156,7 @@ def internal_ends(bootstrap: str, names: Any) -> int:
     cons = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     try:
         total = 0
-        for t in (names.by_host, names.by_signature, names.by_cohort):
+        for t in (names.fleet,):
             tps = [TopicPartition(t, p) for p in sorted(cons.partitions_for_topic(t) or ())]
             total += sum(cons.end_offsets(tps).values()) if tps else 0
         return total
@@ -195,7 +195,7 @@ def bench_throughput(broker: str, bootstrap: str, events: Path, work: Path, batc
                 if t_inputs is None and n_in >= inputs:
                     t_inputs = time.perf_counter()
                     ends = internal_ends(bootstrap, names)
-                if t_inputs is not None and folded(st, ("host", "signature", "cohort")) >= ends:
+                if t_inputs is not None and folded(st, ("fleet",)) >= ends:
                     t_all = time.perf_counter()
                     break
             time.sleep(0.05)
