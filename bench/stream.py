@@ -340,6 +340,7 @@ def main() -> None:
     global FAST_CONSUMER
     FAST_CONSUMER = args.fetch_loop == "fast"
 
+    from fleetepi.brokers import bootstrap_of
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
     from fleetepi.stream import devbroker
 
@@ -350,7 +351,7 @@ def main() -> None:
     else:
         info = devbroker.start(data_dir=work / "kafka", fresh=True)
         broker = f"kafka://{info.bootstrap}"
-    bootstrap = broker.split("://", 1)[-1]
+    bootstrap = bootstrap_of(broker)  # the one parser: a list of brokers too
     try:
         events = work / "events.jsonl"
         if not args.skip_throughput:

@@ -201,7 +201,9 @@ class HostSpike:
         crashes, n_sigs, top, odd, hw = self._day_evidence(host, g)
         if crashes * top < c.loop_min_crashes or top < c.loop_min_share or odd >= 1 or hw >= 1:
             return None
-        sig = max(e.sigs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        sig = self._top_signature(host)
+        if sig is None:  # top > 0 above: the host has crashed with a signature
+            return None
         e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
         v = PeerVerdict(host, "crash", "firing", now_ms, crashes * top, 0.0, 86400.0, "a crash loop")
         summary = (f"host {host} has a crash loop: {crashes * top:.3g} crashes of one signature over ~a day "
@@ -247,18 +249,23 @@ class HostSpike:
                 return None
             e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
-            sig = max(e.sigs.items(), key=lambda kv: (kv[1], kv[0]))[0] if e.sigs else None
-            if sig is not None:
-                summary = (f"host {host} {what}: {v.observed:.3g} crash/error units over ~{span(v.window_s)} vs "
-                           f"{v.expected:.2g} expected from {v.basis}: {sig[:90]}")
-                return self._alert(v, finding, v.p_value, summary, [*v.notes, evidence],
-                                   incident=incident_signature(sig))
         else:
             finding, what = "sick_host", "crashing far above its peers"
         summary = (f"host {host} {what}: {v.observed:.3g} crash/error units over ~{span(v.window_s)} vs "
                    f"{v.expected:.2g} expected from {v.basis}; last day: {n_sigs} signatures, {odd:.3g} odd-shaped "
                    f"crashes, {hw:.3g} hardware errors")
-        return self._alert(v, finding, v.p_value, summary, [*v.notes, evidence])
+        sig = self._top_signature(host) if finding == "crash_loop" else None
+        if sig is not None:
+            summary += f": {sig[:90]}"
+        return self._alert(v, finding, v.p_value, summary, [*v.notes, evidence],
+                           incident=incident_signature(sig) if sig is not None else None)
+
+    def _top_signature(self, host: str) -> str | None:
+        """The signature a host crashed with most over ~a day (ties: the greatest name, for determinism)."""
+        e = self.state.hosts.get(host)
+        if e is None or not e.sigs:
+            return None
+        return max(e.sigs.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
     def _silicon(self, host: str, now_ms: int, ctx: Context) -> Alert | None:
         """Crashes that concentrate on one CPU core across signatures: a core that miscomputes."""
