@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by file path
 from machine import describe
 from rich.console import Console
 from rich.markup import escape

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by file path
 from machine import describe
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -40,6 +40,7 @@ to one GPU model only) is an alias: the data cannot tell them apart.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Literal
 
@@ -289,6 +290,25 @@ class CohortCorrelation(Struct):
             out.extend(self._report(key, self.keys[key], accepted[key], family, now_ms, g, inventory, clock))
         return out
 
+    def firing_share(self, key: str, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> float:
+        """The share of ``key``'s recent units (the shortest scale) on hosts of its firing cohorts (0: none firing).
+
+        A fleet-wide rise that is this share of one rack's surge is the
+        rack's finding, not a second one.
+        """
+        st = self.keys.get(key)
+        if st is None or not st.firing or not self.acute:
+            return 0.0
+        members, _ = inventory.members()
+        inside: set[str] = set()
+        for pk in st.firing:
+            inside |= members.get(split_key(pk), frozenset())
+        i = self.acute[0]
+        total = sum(hc[i] for hc in st.hosts.values())
+        if total <= 0:
+            return 0.0
+        return sum(hc[i] for h, hc in st.hosts.items() if h in inside) / total
+
     def _share(self, st: CohortKey, pk: str, pc: PairCounts, i: int, now_ms: int, g: tuple[float, ...],
                inventory: Inventory) -> tuple[float, float, float, float, float, float, float] | None:
         """(k_eff, n_eff, p0, units in cohort, units outside, exposure in, exposure outside) at scale ``i``.
@@ -402,6 +422,7 @@ class CohortCorrelation(Struct):
             accepted.append((t.pair, mine))
             notes_of[t.pair] = []
             chosen.append(t)
+        chosen = self._narrowest(st, chosen, members, g, inventory, notes_of)
         out = []
         for t in chosen:
             pc = st.pairs[t.pair]
@@ -428,6 +449,34 @@ class CohortCorrelation(Struct):
             out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k, t.n * t.p0, scale_s, t.p,
                                      t.rr, t.lo, t.hi, hosts, tuple(notes)))
         return out
+
+    def _narrowest(self, st: CohortKey, chosen: list[_Test], members: Mapping[tuple[str, str], AbstractSet[str]],
+                   g: tuple[float, ...], inventory: Inventory, notes_of: dict[str, list[str]]) -> list[_Test]:
+        """Drop a wider cohort found in the same step as narrower ones inside it that explain it.
+
+        The wider one (a cluster) often has the smallest p-value and is
+        accepted first; when two of its three racks hold the whole excess, the
+        racks are the finding and the cluster their consequence. Only when the
+        narrower cohorts leave part of the wider one out: when every rack of a
+        cluster is found, the cluster is the one alert (a cluster-wide cooling
+        failure; its racks are usually explained by it before they get here).
+        """
+        if len(chosen) < 2:
+            return chosen
+        sets = {t.pair: members.get(split_key(t.pair), frozenset()) for t in chosen}
+        keep = []
+        for t in chosen:
+            mine = sets[t.pair]
+            inner = [(u.pair, sets[u.pair]) for u in chosen if sets[u.pair] < mine]
+            if inner and frozenset().union(*(m for _, m in inner)) < mine:
+                a, v = split_key(t.pair)
+                explained = self._explained(st, t, a, v, mine, inner, g, inventory)
+                if explained is not None:
+                    by, text = explained
+                    notes_of[by].append(text)
+                    continue
+            keep.append(t)
+        return keep
 
     @property
     def _n_star(self) -> float:

@@ -103,9 +103,15 @@ class TelemetryHostSpike:
         return self.core.counts()
 
 
+#: A fleet-wide rise with at least this share of its units inside the key's firing cohorts is theirs.
+EXPLAINED_SHARE = 0.8
+
+
 class _CohortState(Struct):
     fleet: RateSpike
     cohorts: CohortCorrelation
+    #: channels whose fleet-wide rise was a firing cohort's (not alerted, nor its resolution)
+    explained: set[str] = msgspec.field(default_factory=set)
 
 
 class TelemetryCohortSpike:
@@ -133,8 +139,18 @@ class TelemetryCohortSpike:
         for core in (self.state.fleet, self.state.cohorts):
             if core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < core.start_ms):
                 core.start_ms = ctx.start_ms
-        out = [self._fleet_alert(v) for v in self.state.fleet.decide(horizon_ms, now_ms)]
-        out.extend(self._cohort_alert(v) for v in self.state.cohorts.decide(now_ms, ctx.inventory, ctx.clock))
+        out = [self._cohort_alert(v) for v in self.state.cohorts.decide(now_ms, ctx.inventory, ctx.clock)]
+        g = ctx.clock.g(now_ms)
+        explained = self.state.explained
+        for v in self.state.fleet.decide(horizon_ms, now_ms):
+            if v.state == "firing" and self.state.cohorts.firing_share(v.key, now_ms, g, ctx.inventory) >= \
+                    EXPLAINED_SHARE:
+                explained.add(v.key)  # one rack's surge seen fleet-wide: the rack's alert says it
+                continue
+            if v.state == "resolved" and v.key in explained:
+                explained.discard(v.key)
+                continue
+            out.insert(0, self._fleet_alert(v))
         return out
 
     def _fleet_alert(self, v: RateVerdict) -> Alert:

@@ -4,7 +4,11 @@ A crash count is a poor measure of how many things went wrong: one job
 dying on 256 hosts dumps 256 cores, one crash-looping pod dumps hundreds on
 one host. The signature and cohort detectors therefore count *units*:
 
-* a job counts once per key within ``job_span_s`` (its first host stands for it);
+* a job counts once per key within ``job_span_s`` (its first host stands for it),
+  except a *restart* that fails the same way again on other hosts: a
+  deadlocked job that the collective watchdog aborts, that restarts and
+  hangs again, is a new case at each restart once a second host of the
+  restart reports it (a crash-looping pod on one host stays one case);
 * a (key, host) counts once per ``unit_span_s`` (a crash loop is one unit an hour);
 * the units of one key within one step are capped at what the key's own
   recent rate makes plausible at ``burst_alpha``: a job-wide abort *without* a
@@ -26,6 +30,8 @@ from fleetepi.detectors.windows import HOUR_MS
 
 #: Time constant of the key rate behind the burst cap (a day).
 RATE_TAU_MS = 86_400_000.0
+#: A job's case that comes this long after its previous one is a restart, not the same abort.
+RESTART_GAP_MS = 180_000
 #: A capped burst that goes on into the next step with no gap longer than this is the same burst
 #: (a job abort straddling a step boundary); a slower spread (a new crash reaching host after host
 #: minutes apart) is not held back.
@@ -37,6 +43,8 @@ class _KeyUnits(Struct):
     hosts: dict[str, int] = field(default_factory=dict)
     #: job -> ms it was first counted
     jobs: dict[str, int] = field(default_factory=dict)
+    #: job -> [ms of its last case, first host of its current restart ("" once the restart counted)]
+    restarts: dict[str, tuple[int, str]] = field(default_factory=dict)
     #: decayed units (time constant a day) and when last decayed
     rate: float = 0.0
     rate_ms: int = 0
@@ -74,7 +82,7 @@ class UnitFilter(Struct):
             st.last_ms = ts_ms
         if job:
             first = st.jobs.get(job)
-            if first is not None and ts_ms - first < self.job_span_ms:
+            if first is not None and ts_ms - first < self.job_span_ms and not self._restart(st, job, host, ts_ms):
                 self.dropped_job += 1
                 return 0.0
         last = st.hosts.get(host)
@@ -102,6 +110,20 @@ class UnitFilter(Struct):
         st.rate_ms = max(st.rate_ms, ts_ms)
         return 1.0
 
+    def _restart(self, st: _KeyUnits, job: str, host: str, ts_ms: int) -> bool:
+        """Is this repeat of a counted job the second host of a new restart (a new case)?"""
+        last_ms, lead = st.restarts.get(job, (st.jobs[job], ""))
+        if ts_ms - last_ms >= RESTART_GAP_MS:
+            st.restarts[job] = (ts_ms, host)  # a restart's first report: counted if another host follows
+            return False
+        last_ms = max(last_ms, ts_ms)
+        recent = st.hosts.get(host)
+        if lead and lead != host and (recent is None or ts_ms - recent >= self.unit_span_ms):
+            st.restarts[job] = (last_ms, "")
+            return True
+        st.restarts[job] = (last_ms, lead)
+        return False
+
     @staticmethod
     def _rate_at(st: _KeyUnits, ts_ms: int) -> float:
         if ts_ms <= st.rate_ms:
@@ -118,6 +140,7 @@ class UnitFilter(Struct):
                 st.hosts = {h: t for h, t in st.hosts.items() if t > h_cut}
             if st.jobs:
                 st.jobs = {j: t for j, t in st.jobs.items() if t > j_cut}
+                st.restarts = {j: r for j, r in st.restarts.items() if j in st.jobs}
 
 
 __all__ = ["UnitFilter"]

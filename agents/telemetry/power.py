@@ -67,9 +67,11 @@ class PowerTracker:
                 pct = 100 * self.thresholds.high_fraction
                 what = (f"power draw at {pct:.0f} % of the enforced limit or above" if now_high
                         else f"power draw back below {pct:.0f} % of the enforced limit")
+                # count: the rise is one crossing (what the detectors count), the fall none; a reading
+                # without a count would weigh nothing there, like a sample
                 out.append(Telemetry(ts=ts, host=self.host, kind="power", device=device, value=round(power_w, 1),
                                      message=f"{what} ({power_w:.0f} W, limit {limit_w:.0f} W)",
-                                     severity="warning" if now_high else "info"))
+                                     severity="warning" if now_high else "info", count=1 if now_high else 0))
                 self._last_sample[device] = now_ms
                 return out
         last = self._last_sample.get(device)

@@ -735,8 +735,11 @@ class Injector:
         watts = (tdp * rng.uniform(0.95, 1.0, size=len(gt))).round(0)
         temp = rng.uniform(86.0, 95.0, size=len(gt)).round(1)
         dev = rng.integers(0, catalog.GPUS_PER_HOST, size=len(gt))
-        tt = concat([telemetry_table(ts_ms=gt, host=gh, kind=TK["power"], code=-1, count=-1, value=watts, device=dev,
-                                     origin=i),
+        # the agent reports each GPU's rise past 95 % of its limit as one crossing (count 1), then samples
+        crossed = np.full(len(gt), -1)
+        crossed[:len(hosts)] = 1
+        tt = concat([telemetry_table(ts_ms=gt, host=gh, kind=TK["power"], code=-1, count=crossed, value=watts,
+                                     device=dev, origin=i),
                      telemetry_table(ts_ms=gt + 1000, host=gh, kind=TK["thermal"], code=-1, count=-1, value=temp,
                                      device=dev, origin=i)], TelemetryTable)
         name = self.signatures[sig].signature
