@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench"
 FLEETEPI = str(Path(sys.executable).with_name("fleetepi"))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tools"))  # devbroker: a development tool, not in the package
 
 
 def load() -> str:
@@ -173,9 +174,10 @@ def _run(args: list[str]) -> tuple[float, float, float]:
 def bench_stream(rate: float, seconds: float, hosts: int) -> None:
     import uuid
 
+    import devbroker
+
     from fleetepi.archive.consumer import StreamArchiver
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
-    from fleetepi.stream import devbroker
     from fleetepi.stream.publish import publish_file
     from fleetepi.stream.topics import TopicNames, ensure_topics, topic_specs
 

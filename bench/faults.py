@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))  # devbroker: a development tool, not in the package
 _spec = importlib.util.spec_from_file_location("fleetepi_stream_fixtures", ROOT / "tests" / "stream" / "conftest.py")
 assert _spec is not None and _spec.loader is not None
 fixtures = importlib.util.module_from_spec(_spec)
@@ -144,10 +145,11 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
         kill_every_s: float = 0.0, skew_hosts: int = 0, skew_h: float = 0.0, partitions: int = 4,
         workdir: Path | None = None, duration_s: float = 0.0) -> FaultRun:
     """One disturbed run; see the module docstring."""
+    import devbroker
+
     from fleetepi.agents.exceptions import SpoolFull
     from fleetepi.agents.publish.kafka import KafkaPublisher
     from fleetepi.contract import CRASH_SCHEMA, HOST_SCHEMA, TELEMETRY_SCHEMA
-    from fleetepi.stream import devbroker
 
     res = FaultRun()
     events = simulated_events(hosts, days, seed, skew_hosts, skew_h)

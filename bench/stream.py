@@ -48,6 +48,7 @@ class _Ts(msgspec.Struct):
 
     ts: datetime
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))  # devbroker: a development tool, not in the package
 
 BARE = r'''
 import sys, time, os, faust
@@ -119,7 +120,7 @@ def run_bare(script_text: str, name: str, broker: str, prefix: str, inputs: int,
 
 
 def free_port() -> int:
-    from fleetepi.stream.devbroker import free_port as fp
+    from devbroker import free_port as fp
 
     return fp()
 
@@ -340,9 +341,10 @@ def main() -> None:
     global FAST_CONSUMER
     FAST_CONSUMER = args.fetch_loop == "fast"
 
+    import devbroker
+
     from fleetepi.brokers import bootstrap_of
     from fleetepi.simulate import SimConfig, simulate, write_jsonl
-    from fleetepi.stream import devbroker
 
     work = Path(tempfile.mkdtemp(prefix="fleetepi-bench-stream-"))
     info = None

@@ -28,7 +28,6 @@ the stream): a ticket is a notification, not an alert that fires forever.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, get_args
 
@@ -39,6 +38,7 @@ from prometheus_client.registry import Collector
 from fleetepi.contract import Alert, Crash, Telemetry
 from fleetepi.contract.codec import REASONS
 from fleetepi.contract.models import AlertKind
+from fleetepi.detectors.windows import Windows
 
 #: Event kinds counted by ``fleetepi_events_total`` (pre-created at 0).
 EVENT_KINDS = ("host", "crash", "telemetry")
@@ -59,13 +59,17 @@ DEFAULT_BIND = "127.0.0.1"
 
 
 class SlidingCounter:
-    """Counts per key over the last ``window_ms`` of event time, in buckets.
+    """Counts per key over the last ``window_ms`` of event time, for the top-N gauges.
 
-    Adding is O(1) (two dict increments); expiry is amortized O(1) per count
-    (each count is subtracted once, when its bucket leaves the window).
-    Memory is bounded by the keys seen in one window and by ``max_keys``:
-    beyond it, new keys are not tracked (counted in ``dropped``) so that a
-    flood of unique signatures cannot grow the process.
+    Each key is one :class:`fleetepi.detectors.windows.Windows` (the
+    project's one sliding-window type) with a single window; what this class
+    adds is many keys and their expiry. A key's window rolls when it counts,
+    and when one of its buckets leaves the window: a heap of (bucket, key)
+    says which keys that is, so expiry costs O(log n) per counted bucket, not
+    O(keys) per minute of event time (a replay crosses 20,000 minutes in a
+    fortnight). Memory is bounded by ``max_keys``: beyond it new keys are not
+    tracked (counted in ``dropped``), so a flood of unique signatures cannot
+    grow the process.
 
     :param window_ms: width of the window in event-time milliseconds.
     :param bucket_ms: granularity; the window is exact to one bucket.
@@ -78,67 +82,56 @@ class SlidingCounter:
         self.window_ms = window_ms
         self.bucket_ms = bucket_ms
         self.max_keys = max_keys
-        self.totals: dict[str, int] = {}
         self.dropped = 0
-        self._buckets: deque[tuple[int, dict[str, int]]] = deque()
-        self._now_ms: int | None = None
+        self._size = window_ms // bucket_ms
+        self._windows: dict[str, Windows] = {}
+        #: (bucket, key) of every bucket a key first counted in: when the bucket leaves, the key rolls
+        self._leaving: list[tuple[int, str]] = []
+        self._now_b: int | None = None
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """Count per tracked key now (one atomic copy of the keys: safe against the writer thread)."""
+        return {k: round(w.totals[0]) for k, w in list(self._windows.items())}
 
     def add(self, key: str, ts_ms: int, n: int = 1) -> None:
-        now = self._now_ms
-        if now is None or ts_ms > now:
+        b = ts_ms // self.bucket_ms
+        now = self._now_b
+        if now is None or b > now:
             self.advance(ts_ms)
-            now = ts_ms
-        start = ts_ms - ts_ms % self.bucket_ms
-        if start <= now - self.window_ms:
+            now = b
+        if b <= now - self._size:
             return  # older than the window: it would expire at once
-        totals = self.totals
-        if key not in totals and len(totals) >= self.max_keys:
-            self.dropped += n
-            return
-        buckets = self._buckets
-        if buckets and buckets[-1][0] == start:
-            counts = buckets[-1][1]
-        else:
-            counts = self._bucket(start)
-        counts[key] = counts.get(key, 0) + n
-        totals[key] = totals.get(key, 0) + n
-
-    def _bucket(self, start: int) -> dict[str, int]:
-        buckets = self._buckets
-        if not buckets or buckets[-1][0] < start:
-            counts: dict[str, int] = {}
-            buckets.append((start, counts))
-            return counts
-        for b_start, counts in reversed(buckets):  # a late event: rare, short scan
-            if b_start == start:
-                return counts
-        counts = {}
-        buckets.append((start, counts))
-        ordered = sorted(buckets, key=lambda b: b[0])
-        buckets.clear()
-        buckets.extend(ordered)
-        return counts
+        w = self._windows.get(key)
+        if w is None:
+            if len(self._windows) >= self.max_keys:
+                self.dropped += n
+                return
+            w = self._windows[key] = Windows.new((self._size,))
+        if b > w.head - self._size and w.cells[b % self._size] == 0.0:
+            heapq.heappush(self._leaving, (b, key))
+        w.add(b, float(n))
 
     def advance(self, now_ms: int) -> None:
-        """Event time reached ``now_ms``: drop the buckets that left the window."""
-        if self._now_ms is not None and now_ms <= self._now_ms:
+        """Event time reached ``now_ms``: roll the keys whose buckets left the window, forget the empty ones."""
+        nb = now_ms // self.bucket_ms
+        if self._now_b is not None and nb <= self._now_b:
             return
-        self._now_ms = now_ms
-        horizon = now_ms - self.window_ms
-        buckets, totals = self._buckets, self.totals
-        while buckets and buckets[0][0] <= horizon:
-            _, counts = buckets.popleft()
-            for key, n in counts.items():
-                left = totals[key] - n
-                if left:
-                    totals[key] = left
-                else:
-                    del totals[key]
+        self._now_b = nb
+        horizon = nb - self._size
+        leaving, windows = self._leaving, self._windows
+        while leaving and leaving[0][0] <= horizon:
+            _, key = heapq.heappop(leaving)
+            w = windows.get(key)
+            if w is None:
+                continue
+            w.roll(nb)
+            if w.totals[0] <= 0.0:
+                del windows[key]
 
     def top(self, n: int) -> list[tuple[str, int]]:
         """The ``n`` largest keys, largest first (ties by key, for stable output)."""
-        snapshot = dict(self.totals)  # one atomic copy: safe against the writer thread
-        return heapq.nsmallest(n, snapshot.items(), key=lambda kv: (-kv[1], kv[0]))
+        return heapq.nsmallest(n, self.totals.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def alert_labels(alert: Alert) -> tuple[str, ...]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import click
 
@@ -175,12 +179,30 @@ def alerts_command(broker: str, topic_prefix: str, count: int | None, timeout_s:
 
 @click.group("dev")
 def dev_group() -> None:
-    """Local development services."""
+    """Local development services (from a source checkout: tools/ is not in the installed package)."""
 
 
 @dev_group.group("kafka")
 def kafka_group() -> None:
-    """A single-node Kafka broker (KRaft) on 127.0.0.1, installed from Maven Central into the cache."""
+    """A single-node Kafka broker (KRaft) on 127.0.0.1, installed from Maven Central into the cache.
+
+    For trying fleetepi and for its tests; a deployment points --broker at its own Kafka.
+    """
+
+
+def _devbroker() -> ModuleType:
+    """``tools/devbroker.py`` of the source checkout this fleetepi runs from (editable install, or the repo).
+
+    A development tool, not part of the package: an installed wheel has no
+    tools/ and says so instead of shipping a Maven-based broker installer.
+    """
+    tools = Path(__file__).resolve().parents[1] / "tools"
+    if not (tools / "devbroker.py").is_file():
+        raise click.ClickException("`fleetepi dev kafka` runs from a source checkout of fleetepi (tools/devbroker.py); "
+                                   "an installed fleetepi uses your Kafka: pass its address with --broker")
+    if str(tools) not in sys.path:
+        sys.path.insert(0, str(tools))
+    return importlib.import_module("devbroker")
 
 
 _cache = click.option("--cache-dir", type=click.Path(file_okay=False), help="Jar cache (default $FLEETEPI_CACHE or ~/.cache/fleetepi).")
@@ -195,8 +217,7 @@ _data = click.option("--data-dir", type=click.Path(file_okay=False), help="Broke
 @click.option("--fresh", is_flag=True, help="Wipe the data directory first.")
 def kafka_start(cache_dir: str | None, data_dir: str | None, port: int | None, fresh: bool) -> None:
     """Install (once), format (once) and start the broker; prints its bootstrap address."""
-    from fleetepi.stream import devbroker
-
+    devbroker = _devbroker()
     try:
         info = devbroker.start(data_dir=data_dir, port=port, cache_dir=cache_dir, fresh=fresh,
                                preferred_port=DEFAULT_KAFKA_PORT)
@@ -213,8 +234,7 @@ def kafka_start(cache_dir: str | None, data_dir: str | None, port: int | None, f
 @_data
 def kafka_stop(cache_dir: str | None, data_dir: str | None) -> None:
     """Stop the broker (SIGTERM, then wait)."""
-    from fleetepi.stream import devbroker
-
+    devbroker = _devbroker()
     click.echo("stopped" if devbroker.stop(data_dir, cache_dir) else "not running")
 
 
@@ -223,8 +243,7 @@ def kafka_stop(cache_dir: str | None, data_dir: str | None) -> None:
 @_data
 def kafka_status(cache_dir: str | None, data_dir: str | None) -> None:
     """Print the broker's pid, ports and whether it answers (JSON); exit 1 if it is not running."""
-    from fleetepi.stream import devbroker
-
+    devbroker = _devbroker()
     st = devbroker.status(data_dir, cache_dir)
     click.echo(json.dumps(st, indent=2))
     if not st.get("answers"):

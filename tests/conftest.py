@@ -11,9 +11,14 @@ Tests that need their own topics should use unique topic names (or the
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+#: tools/ (development tools, not in the package: the local broker) importable as top-level modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +28,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
-    from fleetepi.stream import devbroker
+    import devbroker
 
     data = tmp_path_factory.mktemp("kafka")
     info = devbroker.start(data_dir=data, fresh=True)

@@ -78,3 +78,8 @@ def test_wheel_installs_beside_a_package_named_agents(tmp_path: Path) -> None:
                             cwd=tmp_path, env=env, timeout=120)
     assert helped.returncode == 0, helped.stderr
     assert "Usage: fleetepi" in helped.stdout and "replay" in helped.stdout
+    # development tools stay out of the wheel: the local broker says it needs a source checkout
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if "devbroker" in n]
+    dev = subprocess.run([str(venv / "bin" / "fleetepi"), "dev", "kafka", "status"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=120)
+    assert dev.returncode == 1 and "source checkout" in dev.stderr and "Traceback" not in dev.stderr, dev.stderr

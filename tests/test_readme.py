@@ -16,9 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import devbroker
 import pytest
-
-from fleetepi.stream import devbroker
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,4 +11,4 @@ command -v mvn  >/dev/null || need_apt+=(maven)
 apt_install install.d/kafka "${need_apt[@]}"
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
-"$PY" -c 'from stream.devbroker import install; print("install.d/kafka: jars in", install())'
+"$PY" -c 'import sys; sys.path.insert(0, "tools"); from devbroker import install; print("install.d/kafka: jars in", install())'

@@ -70,7 +70,7 @@ def publish_and_drain(pub: KafkaPublisher, events: list) -> None:
 
 
 def dead_address() -> str:
-    from fleetepi.stream.devbroker import free_port
+    from devbroker import free_port
 
     return f"127.0.0.1:{free_port()}"
 
@@ -103,7 +103,8 @@ def test_agent_restart_resends_the_spool_in_order(kafka_broker, tmp_path):
 
 
 def test_broker_down_then_started_gets_everything(tmp_path):
-    from fleetepi.stream import devbroker
+    import devbroker
+
     from fleetepi.stream.exceptions import BrokerError
 
     port = devbroker.free_port()

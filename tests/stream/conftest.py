@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from devbroker import free_port
 
-from fleetepi.stream.devbroker import free_port
 from fleetepi.stream.topics import TopicNames
 
 ROOT = Path(__file__).resolve().parents[2]

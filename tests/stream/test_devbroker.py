@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import devbroker
 import pytest
 from click.testing import CliRunner
 
-from fleetepi.stream import devbroker
 from fleetepi.stream.cli import dev_group, publish_command, worker_command
 
 

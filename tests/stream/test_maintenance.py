@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+from devbroker import free_port
 
 from fleetepi.contract import Host, Telemetry, encode, format_ts
-from fleetepi.stream.devbroker import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
