@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetepi.contract import Alert, Crash, Host, Telemetry, ts_from_ms
+from fleetepi.detectors.windows import Windows
 from fleetepi.simulate.exceptions import BaselineError
 
 HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
 #: The R script, beside the benchmark that uses it.
 R_SCRIPT = Path(__file__).resolve().parent / "baselines" / "surveillance.R"
 SURVEILLANCE_METHODS = ("C1", "C2", "C3", "farrington", "glrpois")
@@ -53,26 +55,33 @@ class ThresholdConfig:
 
 
 class _Window:
-    """Event-time sliding sum with fire-once / re-arm-at-half hysteresis."""
+    """A fixed-threshold rule over a sliding sum: fire once, re-arm at half.
 
-    __slots__ = ("items", "total", "firing")
+    The sum is the detectors' own window type (one-minute buckets), so the
+    naive baseline and fleetepi count a window the same way.
+    """
+
+    __slots__ = ("sums", "firing")
 
     def __init__(self) -> None:
-        self.items: deque[tuple[int, int]] = deque()
-        self.total = 0
+        self.sums: Windows | None = None
         self.firing = False
 
     def add(self, ts: int, n: int, width_ms: int, threshold: int) -> bool:
-        self.items.append((ts, n))
-        self.total += n
-        while self.items and self.items[0][0] <= ts - width_ms:
-            self.total -= self.items.popleft()[1]
-        if self.firing and self.total <= threshold / 2:
+        if self.sums is None:
+            self.sums = Windows.new((max(1, width_ms // MINUTE_MS),))
+        self.sums.add(ts // MINUTE_MS, float(n))
+        total = self.sums.totals[0]
+        if self.firing and total <= threshold / 2:
             self.firing = False
-        if not self.firing and self.total > threshold:
+        if not self.firing and total > threshold:
             self.firing = True
             return True
         return False
+
+    @property
+    def total(self) -> float:
+        return self.sums.totals[0] if self.sums is not None else 0.0
 
 
 class ThresholdBaseline:
