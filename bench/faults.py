@@ -170,7 +170,12 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
         worker = env.start_worker("w0", extra=["--checkpoint-interval", "5"], data_dir=worker_data)
         env.wait_for(lambda: worker.status() is not None, what="worker up")
         topics = {HOST_SCHEMA: env.names.hosts, CRASH_SCHEMA: env.names.crashes, TELEMETRY_SCHEMA: env.names.telemetry}
-        pub = KafkaPublisher([info.bootstrap], tmp / "spool", topics=topics, max_block_ms=1000, fsync=False)
+        # the whole simulated fleet publishes through this one spool: it must hold the fleet's rate for the
+        # outage (~400 bytes an event with its framing, doubled), where one host's agent holds its own rate
+        spool_bytes = max(256 << 20, int(rate * (outage_s + 120) * 800))
+        res.notes.append(f"spool cap {spool_bytes / 2**20:,.0f} MiB (the fleet's rate x the outage)")
+        pub = KafkaPublisher([info.bootstrap], tmp / "spool", spool_max_bytes=spool_bytes, topics=topics,
+                             max_block_ms=1000, fsync=False)
         outage_at = len(events) / rate / 3 if outage_s else None  # a third into the publishing
         state = {"broker_up": True, "next_kill": kill_every_s or None, "kills": 0, "restarts": 0, "worker": worker}
         start = time.monotonic()
