@@ -748,7 +748,9 @@ class Injector:
         main = max(per_rack, key=lambda x: (per_rack[x], -x))
         racks = [x for x, k in per_rack.items() if k >= min(16, per_rack[main])]
         rk = f.key("rack")
-        shared = shared_cohorts(f, hosts, s)
+        # every cohort holding a quarter of the job's hosts (its racks, their leaf switch, power strips): the
+        # surge and the hang are really concentrated there, consequences of the job, not false alerts
+        shared = shared_cohorts(f, hosts, s, share=0.25)
         rel_a: list[EntityKey] = [entity("hardware_correlation", name, attribute=a, value=v) for a, v in shared]
         rel_a += [entity("hardware_correlation", name, attribute=rk, value=f.racks[x]) for x in per_rack]
         rel_a += [entity("host_spike", host=n) for n in names]
