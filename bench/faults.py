@@ -252,6 +252,10 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
         res.drain_s = time.monotonic() - last_fault
         res.records_out, res.duplicates = tally(env.bootstrap, (env.names.hosts, env.names.crashes, env.names.telemetry))
         got = env.alerts()
+        if workdir is not None:  # kept, to compare two runs (a disturbed one and a clean one) alert by alert
+            from fleetepi.contract import encode
+
+            (workdir / "alerts.jsonl").write_bytes(b"".join(encode(a) + b"\n" for a in got))
         expected, streamed = fixtures.firing(want), fixtures.firing(got)
         res.alerts_expected = len(expected)
         res.missing = sorted(set(expected) - set(streamed))
