@@ -70,6 +70,9 @@ class FaultRun:
     wall_s: float = 0.0
     drain_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: The detectors' admission counts (rejected as out_of_order..., folded late...): embedded, and the stream's.
+    admission_expected: dict[str, int] = field(default_factory=dict)
+    admission: dict[str, int] = field(default_factory=dict)
 
     @property
     def lost(self) -> int:
@@ -131,13 +134,16 @@ def tally(bootstrap: str, topics: tuple[str, ...]) -> tuple[int, int]:
     return total, total - len(seen)
 
 
-def embedded(events: list[Any]) -> list[Any]:
+def embedded(events: list[Any], admission: dict[str, int] | None = None) -> list[Any]:
+    """The embedded engine's alerts; ``admission`` gets its rejections and flags (out_of_order, folded_late...)."""
     from fleetepi.detectors import Engine
 
     engine = Engine()
     out: list[Any] = []
     for e in events:
         out.extend(engine.process(e))
+    if admission is not None:
+        admission.update({k: v for k, v in (engine.invalid + engine.flags).items() if v})
     return out
 
 
@@ -154,7 +160,7 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
     res = FaultRun()
     events = simulated_events(hosts, days, seed, skew_hosts, skew_h)
     # the answer with every clock right: what a skewed host must not cost the others
-    want = embedded(simulated_events(hosts, days, seed, 0, 0.0) if skew_hosts else events)
+    want = embedded(simulated_events(hosts, days, seed, 0, 0.0) if skew_hosts else events, res.admission_expected)
     res.skewed = bool(skew_hosts)
     tmp_ctx = tempfile.TemporaryDirectory() if workdir is None else None
     tmp = Path(tmp_ctx.name) if tmp_ctx is not None else workdir
@@ -250,6 +256,8 @@ def run(hosts: int = 300, days: float = 2.0, seed: int = 5, rate: float = 2000.0
         else:
             raise AssertionError(f"the worker did not drain: {worker.log_tail()}")
         res.drain_s = time.monotonic() - last_fault
+        final = worker.status() or {}
+        res.admission = {**final.get("engine_invalid", {}), **final.get("engine_flags", {})}
         res.records_out, res.duplicates = tally(env.bootstrap, (env.names.hosts, env.names.crashes, env.names.telemetry))
         got = env.alerts()
         if workdir is not None:  # kept, to compare two runs (a disturbed one and a clean one) alert by alert
@@ -289,6 +297,7 @@ def report(res: FaultRun, args: argparse.Namespace) -> None:
           + ("  [clocks skewed: informational, the detectors' admission rule decides]" if res.skewed else ""))
     for k in (res.missing + res.extra)[:5]:
         print(f"    differs: {k}")
+    print(f"  detectors' admission: stream {res.admission} vs embedded {res.admission_expected}")
     print(f"  drained {res.drain_s:.0f} s after the last fault; {res.wall_s:.0f} s wall in all")
     for n in res.notes:
         print(f"  {n}")

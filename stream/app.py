@@ -155,6 +155,8 @@ class StreamWorker:
         self._key_part: dict[tuple[str, bytes], int] = {}
         #: (topic, partition) this worker owns now; None before the first assignment.
         self.assigned: set[tuple[str, int]] | None = None
+        #: Input partitions assigned since this worker last forwarded: their claims are still to be sent.
+        self._unclaimed: set[tuple[str, int]] = set()
         self._warming: Any = None
         self._n_parts: dict[str, int] = {}
         self.stages: Sequence[Stage] = stages(self.names)
@@ -195,6 +197,8 @@ class StreamWorker:
         async def on_assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
             tps = {(tp.topic, tp.partition) for tp in assigned}
             self.assigned = tps
+            inputs = {s.topic for s in self.stages if not s.framed}
+            self._unclaimed = {tp for tp in tps if tp[0] in inputs}
             self._warming = asyncio.ensure_future(self._warm(tps))
 
         if self.settings.idle_release_s > 0:
@@ -449,6 +453,8 @@ class StreamWorker:
                        fwd: list[dict[int, list[tuple[int, int, bytes]]]], pending: list[Any]) -> None:
         """Send one input partition's bundles: one per internal partition, empty or not (watermark)."""
         send = self.app.producer.send
+        if self._unclaimed:
+            await self._claim(pending)
         src = stage.source_base + p
         key = b"%d" % src
         caught_up = st.caught_up_sent = self._caught_up(stage.topic, st)
@@ -456,6 +462,36 @@ class StreamWorker:
             for target in range(await self._n_partitions(topic)):
                 for value in split_bundles(src, st.fwd_wm, st.fwd_first, fwd[i].get(target, []), caught_up):
                     pending.append(await send(topic, key, value, target, None, None))
+
+    async def _claim(self, pending: list[Any]) -> None:
+        """Before this worker forwards anything, say that each input partition it was given is not caught up.
+
+        A partition's last bundle may have said ``caught_up`` (read to its
+        end) long ago: written by this worker's previous life, killed since,
+        or by the partition's previous owner. Records produced to it since
+        then are unread, yet the merge would not wait for them, and the
+        backlog of a partition forwarded first would move event time past
+        them: folded late, or dropped as out of order (seen after kill -9
+        under a 5,000 events/s stream). An empty bundle without the flag,
+        sent to every internal partition ahead of any other bundle of this
+        assignment, makes the merge wait for each partition's own watermark
+        again; the partition says ``caught_up`` again once this worker has
+        read it to its end. The claim is in the log, so a rebuild folds the
+        same.
+        """
+        claims, self._unclaimed = sorted(self._unclaimed), set()
+        send = self.app.producer.send
+        by_topic = {s.topic: s for s in self.stages if not s.framed}
+        for topic, p in claims:
+            stage = by_topic[topic]
+            src = stage.source_base + p
+            st = self.states.get((topic, p))
+            if st is not None:
+                st.caught_up_sent = False
+            for target_topic, _ in stage.forwards:
+                for target in range(await self._n_partitions(target_topic)):
+                    pending.append(await send(target_topic, b"%d" % src, bundle(src, None, None, []), target,
+                                              None, None))
 
     async def _caught_up_marks(self) -> None:
         """Tell the detector stages when an owned input partition has been read to its end.
@@ -594,6 +630,8 @@ class StreamWorker:
                 "alerts": dict(self.pipeline.alerts), "rebuilt_records": self.metrics.rebuilt,
                 "decided_ms": self._decided_ms(),
                 "engine_flags": dict(sum((st.engine.flags for st in self._owned() if st.stage.framed), Counter())),
+                "engine_invalid": {k: v for k, v in sum((st.engine.invalid for st in self._owned() if st.stage.framed),
+                                                        Counter()).items() if v},
                 "held": {f"{st.stage.name}/{st.partition}": [len(st.heap), sorted(st.src_wm.items()), sorted(st.src_idle)]
                          for st in self._owned() if st.stage.framed},
                 "positions": self._positions()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -66,9 +67,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def spawn(*args: str, **popen: object) -> Iterator[subprocess.Popen]:
-    """``fleetepi ARGS`` as a real process, killed if the test leaves it running."""
+    """``fleetepi ARGS`` as a real process, killed if the test leaves it running.
+
+    Ctrl-C is given back its default in the child: a test suite started in
+    the background of a script (``make test &``) runs with SIGINT ignored,
+    the child would inherit that, and Python would then never raise
+    KeyboardInterrupt in it.
+    """
+    popen.setdefault("preexec_fn", _default_sigint)
     proc = subprocess.Popen([FLEETEPI, *args], **popen)  # type: ignore[call-overload]
     try:
         yield proc

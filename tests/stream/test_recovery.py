@@ -72,3 +72,40 @@ def test_join_and_leave_mid_stream(stream_env: Any, events_file: Any, embedded_a
     diff = count_diff(b.counts()["detectors"], reference_run["counts"])
     assert not diff, "\n".join(diff) + f"\nstatus: {b.status()}"
     assert b.status()["rebuilt_records"] > 0
+
+
+def test_restart_waits_for_partitions_that_were_caught_up(stream_env: Any, events_file: Any,
+                                                          embedded_alerts: list[Any], assert_parity: Any) -> None:
+    """A worker killed while every partition was read to its end comes back to a backlog on all of them.
+
+    Their last bundles said ``caught_up``: unless the restarted worker claims
+    them again first, the backlog of the partition it happens to fetch first
+    moves event time hours past the others' and theirs is dropped as out of
+    order. With live settings (caught-up marks on, ``--idle-release 10``).
+    """
+    env = stream_env
+    env.create_topics(partitions=PARTITIONS)
+    lines = events_file.read_bytes().splitlines(keepends=True)
+    cut = len(lines) * 2 // 5
+    first_part, rest = env.tmp / "first.jsonl", env.tmp / "rest.jsonl"
+    first_part.write_bytes(b"".join(lines[:cut]))
+    rest.write_bytes(b"".join(lines[cut:]))
+    live = ["--idle-release", "10", "--checkpoint-interval", "1"]
+    data = env.tmp / "data-shared"
+    a = env.start_worker("a", extra=live, data_dir=data)
+    env.wait_for(lambda: a.status() is not None, what="worker up")
+    env.publish(first_part)
+
+    def all_caught_up() -> bool:
+        st = a.status()
+        return bool(st and st["held"]) and all(len(idle) == len(wms) > 0 for _, wms, idle in st["held"].values())
+
+    env.wait_for(lambda: env.drained([a]) and all_caught_up(), timeout_s=180, what="every partition read to its end")
+    a.kill9()
+    env.publish(rest)  # the backlog lands on every partition while no worker runs
+    b = env.start_worker("b", extra=live, data_dir=data)
+    env.wait_for(lambda: env.drained([b]) and env.decided(last_boundary(events_file), [b]),
+                 timeout_s=240, what="the restarted worker to drain")
+    st = b.status()
+    assert "out_of_order" not in st["engine_invalid"], st
+    assert_parity(embedded_alerts, env.alerts())
