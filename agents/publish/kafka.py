@@ -198,11 +198,18 @@ class KafkaPublisher:
         we made it from the factory)."""
         if self._factory is None or self._producer is None:
             return
+        producer, self._producer = self._producer, None
         try:
-            self._producer.close(timeout=0)
+            producer.close(timeout=0)
         except Exception:  # noqa: BLE001
-            pass
-        self._producer = None
+            # kafka-python 3.0 flushes first in close() and raises when records are still queued (the broker is
+            # away), leaving its sender thread alive, retrying, and able to deliver them later, behind the resent
+            # ones; its __del__ then prints that traceback. Stop the sender without sending, mark it closed.
+            sender = getattr(producer, "_sender", None)
+            if sender is not None and hasattr(sender, "force_close"):
+                sender.force_close()
+            if hasattr(producer, "_closed"):
+                producer._closed = True
 
     def close(self) -> None:
         try:
