@@ -257,8 +257,10 @@ class RateSpike(Struct):
         age_ms = now_ms - st.first_ms
         for i, (mu, phi, hist_h) in enumerate(exp):
             obs = totals[i]
-            if hist_h < MIN_HISTORY_H:
-                continue  # no baseline yet for this window: the key's first hours are inside it
+            if hist_h < max(MIN_HISTORY_H, min(self.windows_s[i] / 3600.0, DAY_H)):
+                # no baseline yet for this window: the key's first hours are inside it, or (a day window)
+                # the hour-of-day profile has not seen every hour of the day it is compared over
+                continue
             if self.windows_s[i] > NEW_KEY_WINDOW_S and age_ms < self.windows_s[i] * 1000:
                 # a key younger than a long window: its first day says when it appeared, not that it
                 # rose (in a long tail, hundreds of ordinary keys show up hours in); short windows only
@@ -301,26 +303,31 @@ class RateSpike(Struct):
         self.prior_hour = hour
         if not self.disp_prior_h:
             self.disp_prior_h = self.disp_prior_d = self.disp_prior
-        rates, phis_h, phis_d = [], [], []
+        rates = []
+        num_h = den_h = num_d = den_d = 0.0
+        n_h = n_d = 0
         for st in self.keys.values():
-            e = sum(st.base.e)
+            base = st.base
+            e = sum(base.e)
             if horizon_ms - st.first_ms >= 86_400_000 and e > 0:
-                rates.append(sum(st.base.c) / e)
-            own = st.base.own_dispersion(False)
-            if own is not None and own[1] >= DISP_PRIOR_HOURS and sum(st.base.c) > 0:
-                phis_h.append(own[0])
-            own = st.base.own_dispersion(True)
-            if own is not None and own[1] >= 2.0:
-                phis_d.append(own[0])
+                rates.append(sum(base.c) / e)
+            if base.disp_n_h >= DISP_PRIOR_HOURS and base.disp_den_h > 0 and sum(base.c) > 0:
+                num_h += base.disp_num_h
+                den_h += base.disp_den_h
+                n_h += 1
+            if base.disp_n_d >= 2.0 and base.disp_den_d > 0:
+                num_d += base.disp_num_d
+                den_d += base.disp_den_d
+                n_d += 1
         rates.sort()
         median = rates[len(rates) // 2] if rates else 0.0
         self.prior_rate = max(self.prior_floor, 0.5 * median)
-        if len(phis_h) >= 20:
-            phis_h.sort()
-            self.disp_prior_h = min(max(phis_h[len(phis_h) // 2], DISP_MIN), DISP_MAX)
-        if len(phis_d) >= 20:
-            phis_d.sort()
-            self.disp_prior_d = min(max(phis_d[len(phis_d) // 2], DISP_MIN), DISP_MAX)
+        # pooled (a common dispersion, as edgeR's): each key's moments summed, so that the many sparse keys,
+        # whose own estimates are mostly zero (clamped), do not drag the prior under the busy keys' evidence
+        if n_h >= 20:
+            self.disp_prior_h = min(max(num_h / den_h, DISP_MIN), DISP_MAX)
+        if n_d >= 20:
+            self.disp_prior_d = min(max(num_d / den_d, DISP_MIN), DISP_MAX)
 
     # ------------------------------------------------------------------ time and memory
     def _evict(self) -> None:

@@ -115,6 +115,8 @@ class DailyBaseline(Struct):
     disp_n_d: float = 0.0
     #: The day being accumulated for the daily moments: [absolute day, units, expected].
     day: tuple[int, float, float] = (-1, 0.0, 0.0)
+    #: The day being accumulated had an hour during which the key fired (its moments are not the key's own).
+    day_fired: bool = False
 
     @classmethod
     def new(cls, start_hour: int, warm_hours: float = 0.0) -> DailyBaseline:
@@ -173,18 +175,25 @@ class DailyBaseline(Struct):
         slot = h % DAY_H
         mu = self.rate(slot, prior_rate, prior_w, hour_w)
         if fired:
+            # the rate learns at most the expectation from an hour that fired (an outbreak is not the new
+            # normal), and the dispersion nothing: a capped hour would add (mu - mu)^2 - mu < 0, and a key
+            # that fired would look calmer the more it fired
             acc = min(acc, mu)
-        # dispersion moments (hourly), decayed per hour at the baseline's half-life
-        self.disp_num_h = self.disp_num_h * decay_h + (acc - mu) ** 2 - acc
-        self.disp_den_h = self.disp_den_h * decay_h + mu * mu
-        self.disp_n_h = self.disp_n_h * decay_h + 1.0
+        else:
+            # dispersion moments (hourly), decayed per hour at the baseline's half-life
+            self.disp_num_h = self.disp_num_h * decay_h + (acc - mu) ** 2 - acc
+            self.disp_den_h = self.disp_den_h * decay_h + mu * mu
+            self.disp_n_h = self.disp_n_h * decay_h + 1.0
         d, dx, dm = self.day
         if h // DAY_H != d:
-            if d >= 0 and dm > 0:
+            if d >= 0 and dm > 0 and not self.day_fired:
                 self.disp_num_d = self.disp_num_d * decay + (dx - dm) ** 2 - dx
                 self.disp_den_d = self.disp_den_d * decay + dm * dm
                 self.disp_n_d = self.disp_n_d * decay + 1.0
             d, dx, dm = h // DAY_H, 0.0, 0.0
+            self.day_fired = False
+        if fired:
+            self.day_fired = True
         self.day = (d, dx + acc, dm + mu)
         self.c[slot] = self.c[slot] * decay + acc
         self.e[slot] = self.e[slot] * decay + 1.0

@@ -70,3 +70,25 @@ def test_episode_resolves_and_cooldown_prevents_refiring(fl: SimpleNamespace) ->
     resolved = [a for a in alerts if a.state == "resolved"]
     assert all(a.p_value is None and a.signature for a in resolved)
 
+
+
+def test_a_day_window_waits_for_a_baseline_that_saw_the_whole_day() -> None:
+    """First seen at midnight, three times busier from noon on: 12 hours of mornings are no baseline for a day.
+
+    Only the day window here (the short ones fire on a jump, as they should). Compared
+    over [noon, next noon) with a profile learned from one morning, the day would be 3x
+    its expectation; the window is tested only once the baseline holds a whole day before it.
+    """
+    from fleetepi.detectors.rate import rate_spike_from_config
+    from fleetepi.detectors.windows import HOUR_MS
+
+    cfg = DetectorConfig(warmup_s=12 * 3600.0, sig_windows_s=(86400.0,), dispersion_prior=0.01)
+    spike = rate_spike_from_config(cfg)
+    step = cfg.step_ms
+    fired = []
+    for b in range(47 * HOUR_MS // step):
+        t = b * step
+        for k in range(1 if t < 12 * HOUR_MS else 3):  # 12 an hour, then 36
+            spike.observe("sig", 1.0, t + k)
+        fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
+    assert not fired, [(v.ts_ms / HOUR_MS, v.window_s, v.observed, v.expected) for v in fired]

@@ -101,3 +101,22 @@ def test_effective_counts_and_exposure() -> None:
     assert kish_n(500.0, 250_000.0) == 1.0  # one report of 500 errors: one unit
     assert math.isclose(exposure_hours(0, 3_600_000, 1e9), 1.0, rel_tol=1e-5)  # an hour old: an hour at long scales
     assert exposure_hours(0, 100 * 3_600_000, 3600.0) < 1.01  # long present: about tau
+
+
+def test_hours_that_fired_teach_the_dispersion_nothing() -> None:
+    """A capped hour would add (mu - mu)^2 - mu < 0: a key would look calmer the more it fired."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    counts = rng.poisson(5.0 * rng.gamma(1 / 0.3, 0.3, size=14 * 24))  # phi = 0.3 around 5 an hour
+
+    def learned(fire: range) -> tuple[float, float]:
+        b = DailyBaseline.new(0)
+        for h, x in enumerate(counts):
+            b.add(h, 40.0 if h in fire else float(x), firing=h in fire)
+        b.fold_until(14 * 24, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
+        return b.own_dispersion(False)[0], b.own_dispersion(True)[0]  # type: ignore[index]
+
+    calm_h, _ = learned(range(0))
+    fired_h, _ = learned(range(5 * 24, 8 * 24))  # three days of an outbreak, capped at the expectation
+    assert fired_h > 0.9 * calm_h > 0, (fired_h, calm_h)  # before: 0.81 x
