@@ -28,7 +28,13 @@ and the time to drain after the last fault. The spool's disk-full case is
 Usage::
 
     .venv/bin/python bench/faults.py --hosts 300 --days 2 --rate 2000 --outage 10 --kill-every 20
-    .venv/bin/python bench/faults.py --hosts 2000 --days 7 --rate 5000 --outage 600 --kill-every 180   # 30 min, by hand
+    .venv/bin/python bench/faults.py --hosts 2000 --days 60 --rate 5000 --outage 600 --kill-every 180 \
+        --duration 1800   # the issue's run: 8.7 million events, ~37 min, by hand
+
+The worker runs with ``--idle-release 0`` (the replay setting: the merge
+waits for every partition) because the stream is compressed: 60 days in
+30 minutes make one wall second 48 minutes of event time, so a partition
+read a fraction of a second late would be hours late to a live merge.
 """
 
 from __future__ import annotations
