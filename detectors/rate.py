@@ -311,14 +311,12 @@ class RateSpike(Struct):
             e = sum(base.e)
             if horizon_ms - st.first_ms >= 86_400_000 and e > 0:
                 rates.append(sum(base.c) / e)
-            if base.disp_n_h >= DISP_PRIOR_HOURS and base.disp_den_h > 0 and sum(base.c) > 0:
-                num_h += base.disp_num_h
-                den_h += base.disp_den_h
-                n_h += 1
-            if base.disp_n_d >= 2.0 and base.disp_den_d > 0:
-                num_d += base.disp_num_d
-                den_d += base.disp_den_d
-                n_d += 1
+            num, den, n = base.moments(False)
+            if n >= DISP_PRIOR_HOURS and den > 0 and sum(base.c) > 0:
+                num_h, den_h, n_h = num_h + num, den_h + den, n_h + 1
+            num, den, n = base.moments(True)
+            if n >= 2.0 and den > 0:
+                num_d, den_d, n_d = num_d + num, den_d + den, n_d + 1
         rates.sort()
         median = rates[len(rates) // 2] if rates else 0.0
         self.prior_rate = max(self.prior_floor, 0.5 * median)

@@ -218,6 +218,15 @@ class DailyBaseline(Struct):
         self._silent(self.hour, hour, decay_h, decay, prior_rate, prior_w, hour_w)
         self.hour = hour
 
+    def moments(self, daily: bool) -> tuple[float, float, float]:
+        """The decayed moment sums ``(sum (x - mu)^2 - x, sum mu^2, observations)``, daily or hourly.
+
+        Sums, not a ratio, so that keys can be pooled (``RateSpike``'s prior adds them over keys).
+        """
+        if daily:
+            return self.disp_num_d, self.disp_den_d, self.disp_n_d
+        return self.disp_num_h, self.disp_den_h, self.disp_n_h
+
     def dispersion(self, daily: bool, prior: float, prior_n: float) -> float:
         """phi of ``var = mu + phi mu^2``: the key's own, shrunk toward ``prior`` by ``prior_n`` observations.
 
@@ -225,8 +234,7 @@ class DailyBaseline(Struct):
         day: with ``n`` days (or hours) behind the estimate, it weighs
         ``n / (n + prior_n)`` against the prior.
         """
-        num, den, n = ((self.disp_num_d, self.disp_den_d, self.disp_n_d) if daily
-                       else (self.disp_num_h, self.disp_den_h, self.disp_n_h))
+        num, den, n = self.moments(daily)
         if den <= 0 or n <= 0:
             return prior
         own = max(num / den, 0.0)
@@ -234,8 +242,7 @@ class DailyBaseline(Struct):
 
     def own_dispersion(self, daily: bool) -> tuple[float, float] | None:
         """(phi from the key's own counts, observations behind it), or None without any."""
-        num, den, n = ((self.disp_num_d, self.disp_den_d, self.disp_n_d) if daily
-                       else (self.disp_num_h, self.disp_den_h, self.disp_n_h))
+        num, den, n = self.moments(daily)
         return (max(num / den, 0.0), n) if den > 0 and n > 0 else None
 
 

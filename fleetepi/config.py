@@ -177,8 +177,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
     if "nesting depth" in problem:  # libyaml >= 0.2.6 stops deep flow collections itself, scanning ahead of our walk
-        return f"line {mark.line + 1}: nested deeper than {MAX_DEPTH} levels" if mark is not None else \
-            f"nested deeper than {MAX_DEPTH} levels"
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        return f"{line}nested deeper than {MAX_DEPTH} levels"
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     prefix = "" if isinstance(exc, _TooBig) else "YAML syntax: "
     return f"{where}{prefix}{problem}"

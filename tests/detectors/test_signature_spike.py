@@ -71,7 +71,6 @@ def test_episode_resolves_and_cooldown_prevents_refiring(fl: SimpleNamespace) ->
     assert all(a.p_value is None and a.signature for a in resolved)
 
 
-
 def test_a_day_window_waits_for_a_baseline_that_saw_the_whole_day() -> None:
     """First seen at midnight, three times busier from noon on: 12 hours of mornings are no baseline for a day.
 
