@@ -222,7 +222,12 @@ class RateSpike(Struct):
                 t = nxt
             daily = self.windows_s[i] >= 12 * 3600
             prior, prior_n = (self.disp_prior_d, DISP_PRIOR_DAYS) if daily else (self.disp_prior_h, DISP_PRIOR_HOURS)
-            phi = _phi_up(base.dispersion(daily, prior, prior_n))
+            # the expectation is an estimate from the key's own units (and the prior's pseudo-units): its
+            # uncertainty widens the test as a gamma-Poisson predictive does. A key seen 3 times in a week
+            # may well run at twice the rate its few cases suggest; a busy key's rate is known. Added to
+            # the prior only: the key's own moments, taken against its estimated rate, hold it already
+            learned = base.units(None if settled else before_h) + self.prior_rate * self.prior_w
+            phi = _phi_up(base.dispersion(daily, prior + 1.0 / learned, prior_n))
             out.append((mu / HOUR_MS, phi, base.history_h(None if settled else before_h)))
         return out
 
@@ -293,9 +298,10 @@ class RateSpike(Struct):
         """Priors learned across keys, hourly: a new key's rate and every key's dispersion.
 
         A new key's prior rate is half the median all-day rate of keys known
-        for a day. The dispersion prior is the median of the dispersions of
-        keys with two days (daily) or a day (hourly) of their own, once 20 keys have: how much
-        this fleet's signatures swing, before a key has shown its own.
+        for a day. The dispersion prior is pooled over keys with two days
+        (daily) or a day (hourly) of their own, once 20 keys have: how much
+        this fleet's signatures swing, before a key has shown its own. Until
+        the daily one is learned, the hourly one stands in for it.
         """
         hour = horizon_ms // HOUR_MS
         if hour == self.prior_hour:
@@ -312,7 +318,7 @@ class RateSpike(Struct):
             if horizon_ms - st.first_ms >= 86_400_000 and e > 0:
                 rates.append(sum(base.c) / e)
             num, den, n = base.moments(False)
-            if n >= DISP_PRIOR_HOURS and den > 0 and sum(base.c) > 0:
+            if n >= DISP_PRIOR_HOURS / 2 and den > 0 and sum(base.c) > 0:
                 num_h, den_h, n_h = num_h + num, den_h + den, n_h + 1
             num, den, n = base.moments(True)
             if n >= 2.0 and den > 0:
@@ -326,6 +332,12 @@ class RateSpike(Struct):
             self.disp_prior_h = min(max(num_h / den_h, DISP_MIN), DISP_MAX)
         if n_d >= 20:
             self.disp_prior_d = min(max(num_d / den_d, DISP_MIN), DISP_MAX)
+        elif n_h >= 20:
+            # no fleet has shown its day-to-day swing yet (two days per key): the hourly swing stands in.
+            # An hour's count carries the day's multiplier as well as its own noise, so it is an upper
+            # bound of sorts; the configured prior would test the first day windows as if days were
+            # alike, and a fleet whose days differ pages on day two for every busy signature
+            self.disp_prior_d = self.disp_prior_h
 
     # ------------------------------------------------------------------ time and memory
     def _evict(self) -> None:

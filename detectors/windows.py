@@ -165,6 +165,11 @@ class DailyBaseline(Struct):
         overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
         return [(c[h] + hour_w * overall) / (e[h] + hour_w) for h in range(DAY_H)]
 
+    def units(self, before_hour: int | None = None) -> float:
+        """Units the rates were learned from (folded, and unfolded ones before ``before_hour``)."""
+        extra = sum(acc for h, acc, _ in self.pending if h < before_hour) if before_hour is not None else 0.0
+        return sum(self.c) + extra
+
     def history_h(self, before_hour: int | None = None) -> float:
         """Hours of history the baseline holds (folded, credited, and unfolded ones before ``before_hour``)."""
         extra = max(before_hour - self.hour, 0) if before_hour is not None else 0

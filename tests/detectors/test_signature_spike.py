@@ -91,3 +91,68 @@ def test_a_day_window_waits_for_a_baseline_that_saw_the_whole_day() -> None:
             spike.observe("sig", 1.0, t + k)
         fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
     assert not fired, [(v.ts_ms / HOUR_MS, v.window_s, v.observed, v.expected) for v in fired]
+
+
+def _hourly(spike, counts_per_hour, hours: int, key: str = "sig") -> list:
+    """Feed ``counts_per_hour(h)`` units an hour for ``hours`` hours; the firing verdicts."""
+    from fleetepi.detectors.windows import HOUR_MS
+
+    step = spike.step_ms
+    fired = []
+    for b in range(hours * HOUR_MS // step):
+        t = b * step
+        h = t // HOUR_MS
+        if t % HOUR_MS == 0:
+            for k in range(counts_per_hour(h)):
+                spike.observe(key, 1.0, t + k)
+        fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
+    return fired
+
+
+def test_a_sparse_key_is_not_tested_as_if_its_rate_were_known() -> None:
+    """Three cases in four days say little about a key's rate: ten in a day is no proof of a rise.
+
+    Before, a key seen 3 times in 4 days (0.75 a day) paged at 12 in a day
+    (p ~ 1e-8 against an exact rate): on a noisy fleet's long tail, with
+    thousands of such keys, some day always brings one. The expectation's own
+    uncertainty now widens the test; a busy key at a third of the ratio still pages.
+    """
+    from fleetepi.detectors.rate import rate_spike_from_config
+
+    cfg = DetectorConfig(warmup_s=12 * 3600.0, sig_windows_s=(86400.0,), dispersion_prior=0.05)
+    quiet_days = {10, 40, 70}                                     # three cases in four days
+    sparse = _hourly(rate_spike_from_config(cfg),
+                     lambda h: 1 if h in quiet_days or (h >= 96 and h % 2 == 0 and h < 120) else 0, 130)
+    assert not sparse, [(v.observed, v.expected, v.p_value) for v in sparse]
+    # a busy key (10 an hour) at a far smaller ratio (x4) is known well enough to page
+    busy = _hourly(rate_spike_from_config(cfg), lambda h: 10 if h < 96 else 40, 130)
+    assert busy and busy[0].window_s == 86400.0
+
+
+def test_the_first_day_windows_use_the_hourly_swing_until_days_are_learned() -> None:
+    """Day two against day one: until keys have shown their day-to-day swing, the hourly one stands in.
+
+    Forty keys swinging strongly hour to hour (phi ~ 1); none has two days of its
+    own. The day prior used to stay at the configured 0.1 until then, so a key
+    whose second day ran at four times its first paged at the first day window.
+    """
+    from fleetepi.detectors.rate import rate_spike_from_config
+    from fleetepi.detectors.windows import HOUR_MS
+
+    cfg = DetectorConfig(warmup_s=12 * 3600.0, sig_windows_s=(86400.0,))
+    spike = rate_spike_from_config(cfg)
+    step = spike.step_ms
+    fired = []
+    for b in range(50 * HOUR_MS // step):
+        t = b * step
+        h = t // HOUR_MS
+        if t % HOUR_MS == 0:
+            for j in range(40):                                   # hours of 0 or 20 at random-looking turns
+                n = 20 if (h * 7 + j * 13) % 5 == 0 else 0
+                if j == 0:
+                    n = 6 if h < 24 else 24                       # the key at four times on day two
+                for k in range(n):
+                    spike.observe(f"k{j}", 1.0, t + k)
+        fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing" and v.key == "k0"]
+    assert not fired, [(v.ts_ms / HOUR_MS, v.observed, v.expected) for v in fired]
+    assert spike.disp_prior_d == spike.disp_prior_h > 0.5
