@@ -379,6 +379,26 @@ def equivalent_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_jaccard: fl
     return sorted(out)
 
 
+def inner_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_inside: float = 0.9) -> list[tuple[str, str]]:
+    """Announced attribute values whose hosts lie (nearly) all inside ``cohort`` and are fewer (a rack's PDUs).
+
+    An alert on one of them localises the outbreak too narrowly, not wrongly:
+    the scorer counts it as a related finding, neither a detection nor a false page.
+    """
+    want = np.zeros(len(f), dtype=bool)
+    want[cohort] = True
+    out = []
+    for k in f.initial:
+        vals = f.values_at(k, ts_ms)
+        for v in set(vals[want].tolist()) - {None}:
+            m = vals == v
+            n = int(m.sum())
+            if 2 <= n < min_inside * len(cohort) and (m & want).sum() >= min_inside * n:
+                out.append((f.key(k), str(v)))
+    return sorted(out)
+
+
 __all__ = ["ATTRIBUTES", "BIOS_NEW", "CUDA_OF", "GPU_CATALOG", "MAINTENANCE_VALUE", "NEVER", "NEW_DRIVER",
            "NEW_DRIVER_MODEL", "NEW_KERNEL", "Change", "Fleet", "GpuModel", "build_fleet", "equivalent_cohorts",
+           "inner_cohorts",
            "pick_cohort", "shared_cohorts"]

@@ -70,6 +70,7 @@ from fleetepi.simulate.fleet import (
     NEW_DRIVER,
     Fleet,
     equivalent_cohorts,
+    inner_cohorts,
     pick_cohort,
     shared_cohorts,
 )
@@ -307,9 +308,12 @@ class Injector:
                 keep_h.append(int(pool[int(self.rng.integers(len(pool)))]))
         return np.array(keep_t, dtype=np.int64), np.array(keep_h, dtype=np.int64)
 
-    def _hw_related(self, name: str, ts: np.ndarray, hosts: np.ndarray,
-                    skip: set[tuple[str, str]]) -> tuple[EntityKey, ...]:
+    def _hw_related(self, name: str, ts: np.ndarray, hosts: np.ndarray, skip: set[tuple[str, str]],
+                    pool: np.ndarray | None = None, at_ms: int = 0) -> tuple[EntityKey, ...]:
+        """Cohorts most of the cases share (the rack's datacenter), and those inside the outbreak's ``pool``."""
         shared = self.shared_attributes(list(zip(hosts.tolist(), ts.tolist())))
+        if pool is not None:
+            shared = sorted({*shared, *inner_cohorts(self.fleet, pool, at_ms)})
         rel = [entity("hardware_correlation", name, attribute=a, value=v) for a, v in shared if (a, v) not in skip]
         return (*rel, entity("signature_spike", name))
 
@@ -340,7 +344,7 @@ class Injector:
                           n_events=len(ts), strength=round(rate, 2), origin=i,
                           accept=(entity("hardware_correlation", name, attribute=bios, value=BIOS_NEW),
                                   entity("hardware_correlation", name, attribute=rk, value=rack)),
-                          related=self._hw_related(name, ts, hosts, {(bios, BIOS_NEW), (rk, rack)})),
+                          related=self._hw_related(name, ts, hosts, {(bios, BIOS_NEW), (rk, rack)}, in_rack, s)),
                  self.crashes(ts, hosts, sig, self.sig_shape[sig], i))
 
     def hw_driver(self, i: int, spec: OutbreakSpec) -> None:
@@ -360,7 +364,8 @@ class Injector:
                           f"{len(ts)} extra crashes on {len(set(hosts.tolist()))} hosts",
                           signature=name, attribute=drv, value=NEW_DRIVER, hosts=self._names(hosts),
                           n_events=len(ts), strength=round(rate, 2), origin=i, accept=tuple(accept),
-                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept})),  # type: ignore[misc]
+                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept},  # type: ignore[misc]
+                                                   np.flatnonzero(f.driver_at_ms <= e), e)),
                  self.crashes(ts, hosts, sig, self.sig_shape[sig], i))
 
     def tel_xid79_rack(self, i: int, spec: OutbreakSpec) -> None:
@@ -487,7 +492,7 @@ class Injector:
         name, rack = self.signatures[sig].signature, f.racks[r]
         accept = self.cohort_accept("hardware_correlation", in_rack, s, "rack", rack,
                                     lambda a, v: entity("hardware_correlation", name, attribute=a, value=v))
-        related = (*self._hw_related(name, ts, hosts, {k[3:5] for k in accept}),  # type: ignore[misc]
+        related = (*self._hw_related(name, ts, hosts, {k[3:5] for k in accept}, in_rack, s),  # type: ignore[misc]
                    *(entity("host_spike", host=f.names[h]) for h in in_rack.tolist()))
         self.add(Outbreak(f"o{i}", "hardware_correlation", spec.template, s, e,
                           f"{name} confined to rack {rack}: +{extra_day:.0f} crashes/day on its {len(in_rack)} hosts "
@@ -518,7 +523,7 @@ class Injector:
                           f"{rr:.1f}: {len(ts)} extra crashes in {(e - s) / HOUR_MS:.0f} h",
                           signature=name, attribute=f.key("gpu_model"), value=model, hosts=self._names(hosts),
                           n_events=len(ts), strength=round(rr, 2), origin=i, accept=accept,
-                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept})),  # type: ignore[misc]
+                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept}, cohort, s)),  # type: ignore[misc]
                  self.crashes(ts, hosts, sig, self.sig_shape[sig], i))
 
     def hw_new_driver_sig(self, i: int, spec: OutbreakSpec) -> None:
@@ -543,7 +548,7 @@ class Injector:
                           f"{rate:.1f}/h", signature=name, attribute=f.key("driver"), value=drv,
                           hosts=self._names(hosts), n_events=len(ts), strength=round(rate, 2), origin=i,
                           accept=accept,
-                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept})),  # type: ignore[misc]
+                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept}, pool, s)),  # type: ignore[misc]
                  self.crashes(ts, hosts, sig, self.sig_shape[sig], i))
 
     def hw_rising_static(self, i: int, spec: OutbreakSpec) -> None:
@@ -577,7 +582,7 @@ class Injector:
                           f"{rr1:.0f}x: {len(ts)} extra crashes", signature=name, attribute=attr, value=value,
                           hosts=self._names(hosts), n_events=len(ts), strength=round(rr1, 1), origin=i,
                           accept=accept,
-                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept})),  # type: ignore[misc]
+                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept}, cohort, s)),  # type: ignore[misc]
                  self.crashes(ts, hosts, sig, self.sig_shape[sig], i))
 
     def hw_wearout(self, i: int, spec: OutbreakSpec) -> None:
@@ -598,7 +603,7 @@ class Injector:
                           f"{rr_end:.0f} over {(e - s) / DAY_MS:.1f} days, {len(ts)} extra crashes",
                           signature=name, attribute=attr, value=value, hosts=self._names(hosts), n_events=len(ts),
                           strength=round(rr_end, 1), origin=i, accept=accept,
-                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept})),  # type: ignore[misc]
+                          related=self._hw_related(name, ts, hosts, {k[3:5] for k in accept}, cohort, s)),  # type: ignore[misc]
                  self.crashes(ts, hosts, sig, self.sig_shape[sig], i))
 
     def tel_wearout(self, i: int, spec: OutbreakSpec) -> None:

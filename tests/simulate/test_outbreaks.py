@@ -19,7 +19,7 @@ DAY = 86_400_000
 CONFIG = SimConfig(
     hosts=480, days=8.0, seed=5, outbreaks=tuple(OutbreakSpec(t) for t in EXTENDED_TEMPLATES), warmup_days=2.0,
     hosts_per_rack=32, crash_rate_per_host_day=1.0, signatures=300, attribute_names=(("rack", "rack_id"),),
-    extra_attributes=("node_pool", "nic_firmware", "cuda"), power_interval_s=1800.0, kernel_rollout_share=0.4)
+    extra_attributes=("node_pool", "nic_firmware", "cuda", "pdu"), power_interval_s=1800.0, kernel_rollout_share=0.4)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,10 @@ def test_rack_confined_existing_signature(sim: Simulation, events: list) -> None
     assert before
     days = (o.end_ms - o.start_ms) / DAY
     assert o.strength >= 9 and 60 * days <= o.n_events <= 250 * days  # RR >= 9 from 80-200 extra crashes a day
+    # a finding on part of the rack (one of its PDUs) localises it too narrowly, not falsely: related
+    pdus = {attrs.at(c.host, c.ts_ms).get("pdu") for c in in_rack} - {None}
+    assert pdus and all(("hardware_correlation", o.signature, None, "pdu", p, None, None) in o.related for p in pdus)
+    assert not any(k[3] == "rack_id" for k in o.related)  # other racks are not
 
 
 def test_large_cohort_at_modest_relative_risk(sim: Simulation, events: list) -> None:
