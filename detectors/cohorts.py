@@ -26,8 +26,9 @@ significantly above its share before, the association has always been there
 is reported once as a ticket (``static_association``); its long-run relative
 risk then becomes the baseline that later windows are tested against, so it
 pages only if it rises. A key with no history before the window is new (a
-page) unless it has been there since the stream began (nothing can tell a
-static association from a new one then; static is the safer call).
+page) unless it has been there since the stream began: then the split moves
+to a shorter scale with history before it (the last day against the hours
+before it), and an association that was there from the start is static.
 
 Explanation, strongest first among a key's accepted cohorts (and those
 already firing): a cohort is reported only if its cases *outside* the
@@ -558,22 +559,39 @@ class CohortCorrelation(Struct):
         if pc.static:
             return "page", "association_rising", (f"rising: above its own long-run relative risk {pc.rho:.3g}, "
                                                  f"which was reported as static")
-        i, L = t.scale, self.longrun
+        L = self.longrun
         a, v = split_key(t.pair)
         tot = st.tot.get(a + "\x1f")
-        c_old_a = max((tot[L] / g[L] - tot[i] / g[i]) if tot is not None else 0.0, 0.0)
+
+        def older(j: int) -> float:
+            return max((tot[L] / g[L] - tot[j] / g[j]) if tot is not None else 0.0, 0.0)
+
+        # the split between "now" and "before": the tested scale, or, for a key seen since the stream's
+        # first day whose history before that scale is too thin to say anything (a long scale early in
+        # the stream holds nearly all that was watched), the longest shorter scale with enough before it:
+        # an association there from the first day shows in the early share, a new one only in the recent
+        # one. A key that appeared later is new, and so is its association (the docstring's rule)
+        i, k, n, p0 = t.scale, t.k, t.n, t.p0
+        since_start = self.start_ms is not None and st.first_ms <= self.start_ms + 86_400_000
+        if since_start and older(i) < self.prior_units:
+            for j in sorted((j for j in self.acute if j < t.scale), reverse=True):
+                sh = self._share(st, t.pair, pc, j, now_ms, g, inventory) if older(j) >= self.prior_units else None
+                if sh is not None:
+                    i, (k, n, p0) = j, sh[:3]
+                    break
+        c_old_a = older(i)
         c_old_k = max(pc.c[L] / g[L] - pc.c[i] / g[i], 0.0)
         e_v = inventory.exposure((a, v), now_ms)
         e_a = inventory.exposure((a, ""), now_ms)
         eo_v, eo_a = e_v[L] - e_v[i], e_a[L] - e_a[i]
-        if eo_a <= 0 or eo_v <= 0 or eo_v / eo_a < 0.5 * t.p0:
+        if eo_a <= 0 or eo_v <= 0 or eo_v / eo_a < 0.5 * p0:
             return "page", "cohort_outbreak", f"new: the cohort {a}={v} held little of the fleet before this window"
         p_old = min(eo_v / eo_a, 1 - 1e-9)
         share_old = (c_old_k + self.prior_units * p_old) / (c_old_a + self.prior_units)
         share_old = min(max(share_old, 1e-9), 1 - 1e-9)
         rho = (share_old / (1 - share_old)) / (p_old / (1 - p_old))
-        pi = t.p0 * rho / (t.p0 * rho + 1.0 - t.p0)
-        p_rise = binom_sf_real(t.k, t.n, pi)
+        pi = p0 * rho / (p0 * rho + 1.0 - p0)
+        p_rise = binom_sf_real(k, n, pi)
         if p_rise < self.rise_alpha:
             what = "association_rising" if rho > 1.5 else "cohort_outbreak"
             return "page", what, (f"new: its share now is above its own earlier share ({share_old:.1%} of "
