@@ -45,6 +45,8 @@ from fleetepi.detectors.stats import score_of
 
 #: Fault classes that no ordinary software bug produces on x86-64.
 ODD_FAULT_CLASSES = frozenset({"non_canonical"})
+#: The peers channel of odd-shaped crashes alone (beside "crash", every crash unit).
+ODD_CHANNEL = "odd_shape"
 
 
 def odd_shape(crash: Crash, bitflip_min: float) -> bool:
@@ -87,6 +89,8 @@ class HostSpikeState(Struct):
     cpu_touched: set[str] = field(default_factory=set)
     #: hosts with a crash since the last decision (crash-loop check)
     crash_touched: set[str] = field(default_factory=set)
+    #: hosts whose episode is open (alerted, firing on some channel): one alert per episode
+    open: set[str] = field(default_factory=set)
 
 
 class HostSpike:
@@ -99,6 +103,7 @@ class HostSpike:
         c = self.config = config
         self.state = HostSpikeState(host_peers_from_config(c, clock, alpha=c.host_alpha, min_units=c.host_min_units,
                                                            min_ratio=c.host_min_ratio))
+        self.state.peers.peers_only = (ODD_CHANNEL,)
         scales = list(clock.scales_s)
         self._day = scales.index(86400.0) if 86400.0 in scales else len(scales) // 2
         self._long = scales.index(c.host_longrun_s)
@@ -154,6 +159,12 @@ class HostSpike:
             self.state.cpu_touched.add(case.host)
         if w:
             self.state.peers.observe(case.host, "crash", w, case.ts_ms, case.keys, ctx.clock)
+        if odd:
+            # odd shapes also against the fleet's rate *of odd shapes*: in the crash channel a failing
+            # host's few odd crashes are weighed against every crash its peers have, and on a fleet of
+            # five crashes a host-day (some hosts run crashier jobs at 4x) they drown; against the rate
+            # at which healthy hosts corrupt memory (near zero) four of them in hours are news
+            self.state.peers.observe(case.host, ODD_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
 
     def _fold_hw(self, case: Case, ctx: Context) -> None:
         e = self._evidence(case.host)
@@ -173,9 +184,20 @@ class HostSpike:
             peers.start_ms = ctx.start_ms
         out = []
         for v in peers.decide(now_ms, ctx.inventory, ctx.clock):
+            # one alert per episode, whichever channel (every crash, odd shapes) fires first; it resolves
+            # when no channel fires any more
+            if v.state == "firing" and v.host in self.state.open:
+                continue
+            if v.state == "resolved" and (v.host not in self.state.open
+                                          or any(v.host in ch.firing for ch in peers.channels.values())):
+                continue
             a = self._verdict(v, now_ms, ctx)
             if a is not None:
                 out.append(a)
+                if a.state == "firing" and v.state == "firing":
+                    self.state.open.add(v.host)
+                elif a.state == "resolved":
+                    self.state.open.discard(v.host)
         if self.state.cpu_touched:
             touched, self.state.cpu_touched = self.state.cpu_touched, set()
             for host in sorted(touched):
@@ -251,7 +273,8 @@ class HostSpike:
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
         else:
             finding, what = "sick_host", "crashing far above its peers"
-        summary = (f"host {host} {what}: {v.observed:.3g} crash/error units over ~{span(v.window_s)} vs "
+        units = "odd-shaped crashes" if v.channel == ODD_CHANNEL else "crash/error units"
+        summary = (f"host {host} {what}: {v.observed:.3g} {units} over ~{span(v.window_s)} vs "
                    f"{v.expected:.2g} expected from {v.basis}; last day: {n_sigs} signatures, {odd:.3g} odd-shaped "
                    f"crashes, {hw:.3g} hardware errors")
         sig = self._top_signature(host) if finding == "crash_loop" else None
@@ -335,6 +358,7 @@ class HostSpike:
 
     def restore(self, state: dict[str, Any]) -> None:
         self.state = msgspec.convert(state, HostSpikeState)
+        self.state.peers.peers_only = (ODD_CHANNEL,)  # a snapshot from before the odd-shape channel
 
     def counts(self) -> dict[str, float]:
         return self.state.peers.counts()

@@ -109,6 +109,10 @@ class HostPeers(Struct):
     channels: dict[str, Channel] = field(default_factory=dict)
     start_ms: int | None = None
     next_chronic_ms: int = 0
+    #: channels tested against peers and the fleet only, not the host's own earlier rate: a count that
+    #: has no healthy level of its own (odd-shaped crashes), where the own kernel would only hold the
+    #: outbreak's own recent units (a long kernel minus a day's keeps a third of a 10-hour-old unit)
+    peers_only: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ folding
     def observe(self, host: str, channel: str, w: float, ts_ms: int, keys: tuple[str, ...],
@@ -178,7 +182,7 @@ class HostPeers(Struct):
         return st.c[i] / g[i], st.d[i] / (g[i] * g[i])
 
     def _rates(self, ch: Channel, host: str, st: HostCounts, i: int, now_ms: int, g: tuple[float, ...],
-               inventory: Inventory, clock: DecayClock) -> tuple[float, str, float]:
+               inventory: Inventory, clock: DecayClock, use_own: bool = True) -> tuple[float, str, float]:
         """(units per host-hour expected, its basis, the host's own exposure in hours) at scale ``i``."""
         tau = clock.scales_s[i]
         mine = st.c[i] / g[i] if not st.chronic else 0.0
@@ -206,7 +210,7 @@ class HostPeers(Struct):
         older = st.c[L] / g[L] - st.c[A] / g[A]
         since = inventory.since.get(host, now_ms)
         h_old = exposure_hours(since, now_ms, clock.scales_s[L]) - exposure_hours(since, now_ms, clock.scales_s[A])
-        if h_old >= 1.0 and older > 0:
+        if use_own and h_old >= 1.0 and older > 0:
             own = older / h_old
             if own > best:
                 best, basis = own, f"the host's own earlier rate ({h_old:.0f} h)"
@@ -218,7 +222,9 @@ class HostPeers(Struct):
         obs, sq = self._news(st, i, g)
         mu = rate * h_own
         n_eff = kish_n(obs, sq)
-        if n_eff < self.min_units or obs < self.min_ratio * mu:
+        # support in units within about the scale: the Kish count is blind to decay (six units a week old
+        # are still six), which against a zero expectation (odd shapes) would never let an episode end
+        if min(n_eff, obs) < self.min_units or obs < self.min_ratio * mu:
             return False, 1.0, obs, mu
         mu_eff = mu * n_eff / obs if obs > 0 else mu
         p = nb_sf_real(n_eff, mu_eff, self.nb_size)
@@ -232,7 +238,8 @@ class HostPeers(Struct):
             for i in self.acute:
                 if i > st.fired_scale:
                     break  # a longer scale keeps the excess long after it ended
-                rate, _, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock)
+                rate, _, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
+                                             name not in self.peers_only)
                 if self._test(st, i, rate, h_own, g, self.resolve_alpha)[0]:
                     return None
             st.firing = False
@@ -251,7 +258,8 @@ class HostPeers(Struct):
             h_own = exposure_hours(since, now_ms, clock.scales_s[i])
             if kish_n(obs, sq) < self.min_units or obs < self.min_ratio * fleet[i] * h_own:
                 continue  # cannot pass: the fleet's rate alone expects too much
-            rate, basis, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock)
+            rate, basis, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
+                                             name not in self.peers_only)
             ok, p, obs, mu = self._test(st, i, rate, h_own, g, self.alpha)
             if ok and (best is None or p < best[0]):
                 best = (p, i, obs, mu, basis)

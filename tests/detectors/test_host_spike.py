@@ -110,3 +110,39 @@ def test_crashes_on_one_cpu_core_across_signatures_are_bad_silicon(fl: SimpleNam
 ])
 def test_odd_shape(fl: SimpleNamespace, kw: dict, odd: bool) -> None:
     assert odd_shape(fl.crash(fl.T0, "h1", "s", **kw), 0.5) is odd
+
+
+def test_failing_memory_on_a_busy_fleet_pages_on_its_odd_shapes(fl: SimpleNamespace) -> None:
+    """A noisy fleet (~5 crashes a host-day): a host with failing memory crashes only a little above it.
+
+    Eighteen crashes in 18 hours, a third of them odd-shaped, on a host among
+    neighbours that crash plenty: against every crash its peers have, the host
+    is unremarkable (before: no alert). Its six odd shapes against the fleet's
+    rate of odd shapes (none) are news: it pages once, as bad silicon.
+    """
+    at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
+    sick = []
+    for i in range(18):
+        odd = ODD if i % 3 == 0 else {}
+        sick.append(fl.crash(at + i * 60 * fl.MIN, "h0042", f"lib{i}!f | lib{i}!g", **odd))
+    events = fl.merged(fl.hosts(), fl.background(200, fl.T0, fl.T0 + 3 * fl.DAY, rate_h=40.0, n_sigs=60),
+                       fl.telemetry_background(200, fl.T0, fl.T0 + 3 * fl.DAY), sick)
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"]))
+    assert [(a.host, a.finding) for a in alerts] == [("h0042", "suspected_bad_silicon")], \
+        [a.summary for a in alerts]
+    assert "odd-shaped crashes over" in (alerts[0].summary or "")
+
+
+def test_both_channels_firing_in_one_step_page_once_and_resolve_once(fl: SimpleNamespace) -> None:
+    """Six odd-shaped crashes within minutes: the crash and the odd-shape channels cross in the same step.
+
+    One page (the first channel's), and one resolution once neither fires;
+    an earlier rule that let each channel defer to the other sent none.
+    """
+    at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
+    burst = [fl.crash(at + i * 20_000, "h0042", f"lib{i}!f | lib{i}!g", **ODD) for i in range(6)]
+    end = at + 2 * fl.DAY
+    events = fl.merged(fl.hosts(), fl.background(200, fl.T0, end), fl.telemetry_background(200, fl.T0, end), burst)
+    alerts = [a for a in fl.run(events, detectors=["host_spike"], end_ms=end) if a.host == "h0042"]
+    assert [a.state for a in alerts] == ["firing", "resolved"], [(a.state, a.summary) for a in alerts]
+    assert alerts[0].finding == "suspected_bad_silicon"
