@@ -26,6 +26,7 @@ canonical keys of :data:`fleetepi.simulate.config.ATTRIBUTE_KEYS`;
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -362,21 +363,23 @@ def shared_cohorts(f: Fleet, hosts: np.ndarray, ts_ms: int, share: float = 0.75)
     return tuple(sorted(out))
 
 
+def _overlaps(f: Fleet, cohort: np.ndarray, ts_ms: int) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
+    """(key, value, the value's hosts, the cohort's) for every announced value some host of ``cohort`` holds."""
+    want = np.zeros(len(f), dtype=bool)
+    want[cohort] = True
+    for k in f.initial:
+        vals = f.values_at(k, ts_ms)
+        for v in sorted(set(vals[want].tolist()) - {None}):
+            yield f.key(k), str(v), vals == v, want
+
+
 def equivalent_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_jaccard: float = 0.9) -> list[tuple[str, str]]:
     """Announced attribute values whose hosts are (nearly) the same set as ``cohort`` (a GPU model and its SKU).
 
     Jaccard >= 0.9: a model and its only SKU, a driver and its CUDA version; not a SKU holding 80 % of a model.
     """
-    want = np.zeros(len(f), dtype=bool)
-    want[cohort] = True
-    out = []
-    for k in f.initial:
-        vals = f.values_at(k, ts_ms)
-        for v in set(vals[want].tolist()) - {None}:
-            m = vals == v
-            if (m & want).sum() / (m | want).sum() >= min_jaccard:
-                out.append((f.key(k), str(v)))
-    return sorted(out)
+    return sorted((k, v) for k, v, m, want in _overlaps(f, cohort, ts_ms)
+                  if (m & want).sum() / (m | want).sum() >= min_jaccard)
 
 
 def inner_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_inside: float = 0.9) -> list[tuple[str, str]]:
@@ -385,17 +388,8 @@ def inner_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_inside: float = 
     An alert on one of them localises the outbreak too narrowly, not wrongly:
     the scorer counts it as a related finding, neither a detection nor a false page.
     """
-    want = np.zeros(len(f), dtype=bool)
-    want[cohort] = True
-    out = []
-    for k in f.initial:
-        vals = f.values_at(k, ts_ms)
-        for v in set(vals[want].tolist()) - {None}:
-            m = vals == v
-            n = int(m.sum())
-            if 2 <= n < min_inside * len(cohort) and (m & want).sum() >= min_inside * n:
-                out.append((f.key(k), str(v)))
-    return sorted(out)
+    return sorted((k, v) for k, v, m, want in _overlaps(f, cohort, ts_ms)
+                  if 2 <= m.sum() < min_inside * len(cohort) and (m & want).sum() >= min_inside * m.sum())
 
 
 __all__ = ["ATTRIBUTES", "BIOS_NEW", "CUDA_OF", "GPU_CATALOG", "MAINTENANCE_VALUE", "NEVER", "NEW_DRIVER",
