@@ -26,9 +26,9 @@ significantly above its share before, the association has always been there
 is reported once as a ticket (``static_association``); its long-run relative
 risk then becomes the baseline that later windows are tested against, so it
 pages only if it rises. A key with no history before the window is new (a
-page) unless it has been there since the stream began: then the split moves
-to a shorter scale with history before it (the last day against the hours
-before it), and an association that was there from the start is static.
+page) unless it has been there since the stream began: then its first day
+(recorded at the end of warm-up) is the comparison, and an association that
+was there from the start is static.
 
 Explanation, strongest first among a key's accepted cohorts (and those
 already firing): a cohort is reported only if its cases *outside* the
@@ -83,6 +83,9 @@ class PairCounts(Struct):
     static: bool = False
     rho: float = 1.0
     ticket_until_ms: int = 0
+    #: units on the pair, and its share of its attribute's host-time, at the end of warm-up (-1: not held then)
+    early: float = 0.0
+    early_p: float = -1.0
 
 
 class CohortKey(Struct):
@@ -100,6 +103,8 @@ class CohortKey(Struct):
     first_ms: int = 0
     last_ms: int = 0
     total: float = 0.0
+    #: attribute key -> the key's units on hosts announcing it, at the end of warm-up
+    early: dict[str, float] = field(default_factory=dict)
 
 
 class CohortVerdict(Struct, frozen=True):
@@ -174,6 +179,8 @@ class CohortCorrelation(Struct):
     #: the Benjamini-Hochberg family: every (key, value, scale) test that could reach significance
     family: int = 0
     start_ms: int | None = None
+    #: the keys' first day was recorded (at the end of warm-up)
+    early_taken: bool = False
 
     # ------------------------------------------------------------------ folding
     def observe(self, key: str, host: str, w: float, ts_ms: int, keys: tuple[str, ...], clock: DecayClock) -> None:
@@ -219,6 +226,8 @@ class CohortCorrelation(Struct):
     def decide(self, now_ms: int, inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
         g = clock.g(now_ms)
         warm = self.start_ms is not None and now_ms >= self.start_ms + self.warmup_ms
+        if warm and not self.early_taken:
+            self._take_early(now_ms, g, inventory)
         out: list[CohortVerdict] = []
         tests: list[_Test] = []
         active, self.active = self.active, set()
@@ -290,6 +299,23 @@ class CohortCorrelation(Struct):
         for key in sorted(accepted):
             out.extend(self._report(key, self.keys[key], accepted[key], family, now_ms, g, inventory, clock))
         return out
+
+    def _take_early(self, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> None:
+        """Record every key's first day: units per attribute and per pair, and each pair's host-time share.
+
+        What a static association is judged against while the long scales
+        still hold everything watched (``_classify``).
+        """
+        self.early_taken = True
+        L = self.longrun
+        for st in self.keys.values():
+            st.early = {k: x[L] / g[L] for k, x in st.tot.items() if k}
+            for pk, pc in st.pairs.items():
+                a, v = split_key(pk)
+                e_v = inventory.exposure((a, v), now_ms)[L]
+                e_a = inventory.exposure((a, ""), now_ms)[L]
+                if e_a > 0 and e_v > 0:
+                    pc.early, pc.early_p = pc.c[L] / g[L], e_v / e_a
 
     def firing_share(self, key: str, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> float:
         """The share of ``key``'s recent units (the shortest scale) on hosts of its firing cohorts (0: none firing).
@@ -563,27 +589,18 @@ class CohortCorrelation(Struct):
         a, v = split_key(t.pair)
         tot = st.tot.get(a + "\x1f")
 
-        def older(j: int) -> float:
-            return max((tot[L] / g[L] - tot[j] / g[j]) if tot is not None else 0.0, 0.0)
-
-        # the split between "now" and "before": the tested scale, or, for a key seen since the stream's
-        # first day whose history before that scale is too thin to say anything (a long scale early in
-        # the stream holds nearly all that was watched), the longest shorter scale with enough before it:
-        # an association there from the first day shows in the early share, a new one only in the recent
-        # one. A key that appeared later is new, and so is its association (the docstring's rule)
         i, k, n, p0 = t.scale, t.k, t.n, t.p0
-        since_start = self.start_ms is not None and st.first_ms <= self.start_ms + 86_400_000
-        if since_start and older(i) < self.prior_units:
-            for j in sorted((j for j in self.acute if j < t.scale), reverse=True):
-                sh = self._share(st, t.pair, pc, j, now_ms, g, inventory) if older(j) >= self.prior_units else None
-                if sh is not None:
-                    i, (k, n, p0) = j, sh[:3]
-                    break
-        c_old_a = older(i)
-        c_old_k = max(pc.c[L] / g[L] - pc.c[i] / g[i], 0.0)
-        e_v = inventory.exposure((a, v), now_ms)
-        e_a = inventory.exposure((a, ""), now_ms)
-        eo_v, eo_a = e_v[L] - e_v[i], e_a[L] - e_a[i]
+        c_old_a = max((tot[L] / g[L] - tot[i] / g[i]) if tot is not None else 0.0, 0.0)
+        if c_old_a < self.prior_units and pc.early_p > 0:
+            # early in a stream a week's or a month's scale holds nearly all that was watched, and "before"
+            # is empty: the key's first day (taken at the end of warm-up) is the comparison then. An
+            # association there from the first hour is static; one that began after it is not
+            c_old_k, c_old_a, eo_v, eo_a = pc.early, st.early.get(a + "\x1f", 0.0), pc.early_p, 1.0
+        else:
+            c_old_k = max(pc.c[L] / g[L] - pc.c[i] / g[i], 0.0)
+            e_v = inventory.exposure((a, v), now_ms)
+            e_a = inventory.exposure((a, ""), now_ms)
+            eo_v, eo_a = e_v[L] - e_v[i], e_a[L] - e_a[i]
         if eo_a <= 0 or eo_v <= 0 or eo_v / eo_a < 0.5 * p0:
             return "page", "cohort_outbreak", f"new: the cohort {a}={v} held little of the fleet before this window"
         p_old = min(eo_v / eo_a, 1 - 1e-9)
