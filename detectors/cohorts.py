@@ -585,11 +585,9 @@ class CohortCorrelation(Struct):
         if pc.static:
             return "page", "association_rising", (f"rising: above its own long-run relative risk {pc.rho:.3g}, "
                                                  f"which was reported as static")
-        L = self.longrun
+        i, L = t.scale, self.longrun
         a, v = split_key(t.pair)
         tot = st.tot.get(a + "\x1f")
-
-        i, k, n, p0 = t.scale, t.k, t.n, t.p0
         c_old_a = max((tot[L] / g[L] - tot[i] / g[i]) if tot is not None else 0.0, 0.0)
         if c_old_a < self.prior_units and pc.early_p > 0:
             # early in a stream a week's or a month's scale holds nearly all that was watched, and "before"
@@ -601,14 +599,14 @@ class CohortCorrelation(Struct):
             e_v = inventory.exposure((a, v), now_ms)
             e_a = inventory.exposure((a, ""), now_ms)
             eo_v, eo_a = e_v[L] - e_v[i], e_a[L] - e_a[i]
-        if eo_a <= 0 or eo_v <= 0 or eo_v / eo_a < 0.5 * p0:
+        if eo_a <= 0 or eo_v <= 0 or eo_v / eo_a < 0.5 * t.p0:
             return "page", "cohort_outbreak", f"new: the cohort {a}={v} held little of the fleet before this window"
         p_old = min(eo_v / eo_a, 1 - 1e-9)
         share_old = (c_old_k + self.prior_units * p_old) / (c_old_a + self.prior_units)
         share_old = min(max(share_old, 1e-9), 1 - 1e-9)
         rho = (share_old / (1 - share_old)) / (p_old / (1 - p_old))
-        pi = p0 * rho / (p0 * rho + 1.0 - p0)
-        p_rise = binom_sf_real(k, n, pi)
+        pi = t.p0 * rho / (t.p0 * rho + 1.0 - t.p0)
+        p_rise = binom_sf_real(t.k, t.n, pi)
         if p_rise < self.rise_alpha:
             what = "association_rising" if rho > 1.5 else "cohort_outbreak"
             return "page", what, (f"new: its share now is above its own earlier share ({share_old:.1%} of "

@@ -210,6 +210,7 @@ class RateSpike(Struct):
         # younger one also with its unfolded hours older than each window
         settled = sum(base.e) >= DAY_H
         folded = base.rates(self.prior_rate, self.prior_w, self.hour_w) if settled else None
+        folded_units = base.units() if settled else 0.0
         for i, n in enumerate(self.sizes):
             start = (b - n + 1) * self.step_ms
             before_h = start // HOUR_MS
@@ -226,7 +227,7 @@ class RateSpike(Struct):
             # uncertainty widens the test as a gamma-Poisson predictive does. A key seen 3 times in a week
             # may well run at twice the rate its few cases suggest; a busy key's rate is known. Added to
             # the prior only: the key's own moments, taken against its estimated rate, hold it already
-            learned = base.units(None if settled else before_h) + self.prior_rate * self.prior_w
+            learned = (folded_units if settled else base.units(before_h)) + self.prior_rate * self.prior_w
             phi = _phi_up(base.dispersion(daily, prior + 1.0 / learned, prior_n))
             out.append((mu / HOUR_MS, phi, base.history_h(None if settled else before_h)))
         return out
