@@ -13,6 +13,7 @@ denominator, and every count decays on one reference time.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -32,6 +33,10 @@ class Context:
     clock: DecayClock
     #: Where the stream starts (the first host announcement): warm-up counts from it.
     start_ms: int | None = None
+    #: Keys whose fleet-wide rate is above its baseline now (signature_spike's firing signatures,
+    #: set as it decides, before hardware_correlation): where such a key lives is asked with more
+    #: of the false-discovery budget (``CohortCorrelation.decide``).
+    spiking: AbstractSet[str] = frozenset()
 
 
 class Detector(Protocol):

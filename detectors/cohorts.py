@@ -181,6 +181,9 @@ class CohortCorrelation(Struct):
     start_ms: int | None = None
     #: the keys' first day was recorded (at the end of warm-up)
     early_taken: bool = False
+    #: share of the family's weight for the tests of keys spiking fleet-wide, and the cap on one's weight
+    spike_share: float = 0.0
+    spike_weight_max: float = 1.0
 
     # ------------------------------------------------------------------ folding
     def observe(self, key: str, host: str, w: float, ts_ms: int, keys: tuple[str, ...], clock: DecayClock) -> None:
@@ -223,13 +226,21 @@ class CohortCorrelation(Struct):
             st.last_ms = ts_ms
 
     # ------------------------------------------------------------------ decisions
-    def decide(self, now_ms: int, inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
+    def decide(self, now_ms: int, inventory: Inventory, clock: DecayClock,
+               spiking: AbstractSet[str] = frozenset()) -> list[CohortVerdict]:
+        """Test every touched cohort; page, ticket or resolve.
+
+        ``spiking``: keys whose fleet-wide rate is above its baseline now.
+        Their tests carry more of the false-discovery budget (``_weights``).
+        """
         g = clock.g(now_ms)
         warm = self.start_ms is not None and now_ms >= self.start_ms + self.warmup_ms
         if warm and not self.early_taken:
             self._take_early(now_ms, g, inventory)
         out: list[CohortVerdict] = []
         tests: list[_Test] = []
+        spiking = spiking & self.keys.keys() if spiking and self.spike_share > 0 else frozenset()
+        w_up = self._weights(spiking, len(tests))[0] if spiking else 1.0
         active, self.active = self.active, set()
         for key in sorted(active):
             st = self.keys.get(key)
@@ -276,7 +287,8 @@ class CohortCorrelation(Struct):
                     pc.long_tested_ms = now_ms
                 if scales:
                     found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
-                    if not key_tested and any(t.p <= self.alpha for t in found):
+                    alpha = self.alpha * (w_up if key in spiking else 1.0)
+                    if not key_tested and any(t.p <= alpha for t in found):
                         # a candidate: every cohort of the key is tested now at every scale, so that
                         # the ones it explains (its datacenter, a confounded twin) are judged with it
                         key_tested = True
@@ -290,15 +302,48 @@ class CohortCorrelation(Struct):
                         tests.extend(found)
         if not tests:
             return out
-        family = max(self.family, len(tests))
-        rejected = benjamini_hochberg([t.p for t in tests], self.fdr, family)
+        w_up, w_rest, family = self._weights(spiking, len(tests))
+        weights = [w_up if t.key in spiking else w_rest for t in tests]
+        rejected = benjamini_hochberg([t.p / w for t, w in zip(tests, weights)], self.fdr, family)
         accepted: dict[str, list[_Test]] = {}
-        for t, rej in zip(tests, rejected):
-            if rej and t.p <= self.alpha and t.lo > self.min_rr_lower:
+        for t, w, rej in zip(tests, weights, rejected):
+            if rej and t.p <= self.alpha * w and t.lo > self.min_rr_lower:
                 accepted.setdefault(t.key, []).append(t)
         for key in sorted(accepted):
-            out.extend(self._report(key, self.keys[key], accepted[key], family, now_ms, g, inventory, clock))
+            weight = w_up if key in spiking else w_rest
+            out.extend(self._report(key, self.keys[key], accepted[key], family, weight, now_ms, g, inventory,
+                                    clock))
         return out
+
+    def _weights(self, spiking: AbstractSet[str], n_tests: int) -> tuple[float, float, int]:
+        """(weight of a spiking key's test, weight of any other test, family size) for a weighted BH.
+
+        Why weigh: the family is every (key, cohort, scale) of the fleet,
+        hundreds of thousands, so a cohort of 40 % of the hosts needs ~18 of
+        a key's units all inside it before it is significant. Once a key's
+        fleet-wide rate is above its baseline, where it lives is a question
+        about its few hundred cohorts. Weighted Benjamini-Hochberg (Genovese,
+        Roeder and Wasserman 2006) keeps the false discovery rate when the
+        weights average one over the family and do not depend on the tested
+        p-values under the null: a share test is conditional on the key's
+        units, and whether the key's total rose says nothing about which
+        hosts its units fell on when no cohort is special. So the spiking
+        keys' tests (every pair at every scale, counted in full) get
+        ``spike_share`` of the family's weight, at most ``spike_weight_max``
+        each, and the rest share what is left.
+        """
+        family = max(self.family, n_tests)
+        if not spiking:
+            return 1.0, 1.0, family
+        n_up = sum(len(self.keys[k].pairs) for k in spiking) * len(self.acute)
+        held = sum(self.keys[k].family for k in spiking)
+        family = max(family - held + n_up, n_tests)
+        if n_up <= 0 or n_up >= family:
+            return 1.0, 1.0, family
+        w = min(self.spike_weight_max, self.spike_share * family / n_up)
+        if w <= 1.0:
+            return 1.0, 1.0, family
+        return w, (family - w * n_up) / (family - n_up), family
 
     def _take_early(self, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> None:
         """Record every key's first day: units per attribute and per pair, and each pair's host-time share.
@@ -415,8 +460,8 @@ class CohortCorrelation(Struct):
         """Distinct hosts of the cohort with a unit within about the scale (O(hosts of the key): rare path)."""
         return sum(1 for h, hc in st.hosts.items() if hc[i] / g[i] >= 0.3 and pk in inventory.latest_keys(h))
 
-    def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, now_ms: int, g: tuple[float, ...],
-                inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
+    def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, now_ms: int,
+                g: tuple[float, ...], inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
         """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
         best: dict[str, _Test] = {}
         for t in sorted(tests, key=lambda t: (t.p, t.scale)):
@@ -461,7 +506,8 @@ class CohortCorrelation(Struct):
             scale_s = clock.scales_s[t.scale]
             notes = [f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts announcing "
                      f"{a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the {scale_s / 3600:g} h scale; "
-                     f"p={t.p:.3g}; Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys",
+                     f"p={t.p:.3g}; Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys" +
+                     (f", this one weighted x{weight:.3g}: the signature is spiking fleet-wide" if weight > 1 else ""),
                      f"relative risk {t.rr:.3g} (95% CI {t.lo:.3g}-{t.hi:.3g}); {hosts} affected hosts in the cohort",
                      why, *notes_of.get(t.pair, [])]
             if severity == "page":
@@ -675,7 +721,8 @@ def cohort_correlation_from_config(cfg: object, clock: DecayClock) -> CohortCorr
                              min_hosts=c.corr_min_hosts, min_units=c.corr_min_units,
                              min_cohort_hosts=c.corr_min_cohort_hosts, prior_units=c.corr_prior_units,
                              warmup_ms=int(c.warmup_s * 1000), cooldown_ms=int(c.cooldown_s * 1000),
-                             ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000))
+                             ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000),
+                             spike_share=c.corr_spike_share, spike_weight_max=c.corr_spike_weight_max)
 
 
 __all__ = ["CohortCorrelation", "CohortKey", "CohortVerdict", "PairCounts", "cohort_correlation_from_config",

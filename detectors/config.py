@@ -162,6 +162,12 @@ class DetectorConfig:
     corr_prior_units: float = 20.0
     #: A firing cohort resolves when no scale is significant at this level.
     corr_resolve_alpha: float = 1e-3
+    #: Share of the false-discovery budget given to the cohorts of keys whose fleet-wide rate is
+    #: above its baseline now (signature_spike firing): a weighted Benjamini-Hochberg. Where a
+    #: spiking signature lives is asked of a few hundred cohorts, not of every key's (0: unweighted).
+    corr_spike_share: float = 0.5
+    #: Cap on the weight of one such test (and on how far its absolute ceiling ``corr_alpha`` rises).
+    corr_spike_weight_max: float = 1000.0
 
     # ---- incidents (rack escalation) ----
     #: A place (the finest attribute nested in another: a rack) escalates when at least this share of
@@ -211,6 +217,9 @@ class DetectorConfig:
                      "burst_alpha", "loop_min_share", "silicon_min_share", "escalate_share"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        if not 0.0 <= self.corr_spike_share < 1.0 or self.corr_spike_weight_max < 1.0:
+            raise ConfigError(f"corr_spike_share must be in [0, 1) and corr_spike_weight_max >= 1, got "
+                              f"{self.corr_spike_share} and {self.corr_spike_weight_max}")
         if self.max_keys < 1 or self.jump_quorum_hosts < 1 or self.max_held_events < 0:
             raise ConfigError("max_keys and jump_quorum_hosts must be >= 1, max_held_events >= 0")
 

@@ -40,7 +40,9 @@ class SignatureSpike:
     def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
         if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):
             self.core.start_ms = ctx.start_ms
-        return [self._alert(v) for v in self.core.decide(horizon_ms, now_ms)]
+        out = [self._alert(v) for v in self.core.decide(horizon_ms, now_ms)]
+        ctx.spiking = self.core.firing  # hardware_correlation decides next, on this step's firing set
+        return out
 
     def _alert(self, v: RateVerdict) -> Alert:
         sig = v.key

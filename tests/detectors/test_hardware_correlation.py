@@ -112,3 +112,33 @@ def test_an_association_there_from_the_first_day_is_a_ticket_not_a_page(fl: Simp
     alerts = [a for a in fl.firing(fl.run(events, detectors=["hardware_correlation"])) if a.signature == sig]
     assert alerts and {a.severity for a in alerts} == {"ticket"}, [(a.severity, a.summary, a.notes) for a in alerts]
     assert {a.finding for a in alerts} == {"static_association"}
+
+
+@pytest.mark.parametrize(("detectors", "paged"), [
+    (["hardware_correlation"], False),
+    (["signature_spike", "hardware_correlation"], True),
+])
+def test_where_a_spiking_signature_lives_is_asked_with_more_of_the_budget(
+        fl: SimpleNamespace, detectors: list[str], paged: bool) -> None:
+    """A new signature on 16 A100 hosts (45 % of the fleet) in four hours.
+
+    16 of 16 units on a cohort of 45 % is p ~ 3e-6: against every key's
+    every cohort and scale, not significant (the ceiling is 1e-6, and BH's
+    bar over a few thousand tests lower still). With signature_spike running,
+    the signature is spiking fleet-wide, and its own cohorts carry a share of
+    the false-discovery budget (weighted Benjamini-Hochberg): the A100
+    cohort pages, and says why in its notes.
+    """
+    at = fl.T0 + 2 * fl.DAY
+    a100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 1]
+    sig = "libcuda!cuStreamSynchronize | trainer!sync"
+    cases = [fl.crash(at + k * 13 * fl.MIN, f"h{a100[k * 9]:04d}", sig, job=f"n{k}") for k in range(16)]
+    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + fl.DAY), cases)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=detectors))
+              if a.kind == "hardware_correlation" and a.signature == sig]
+    if not paged:
+        assert alerts == [], [a.summary for a in alerts]
+        return
+    assert [(a.attribute, a.value, a.severity) for a in alerts][:1] == [("gpu_model", "A100", "page")], \
+        [a.summary for a in alerts]
+    assert any("weighted" in n and "spiking fleet-wide" in n for n in alerts[0].notes or [])
