@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench"
 SIZES = (500, 2000, 8000, 32000)
 CHUNK = 50_000
+#: sizes whose one measurement takes less CPU than this are measured --repeat times (best reported)
+REPEAT_UNDER_S = 30.0
 
 
 def loadavg() -> str:
@@ -146,17 +148,23 @@ def markdown(rows: list[dict[str, Any]], replay: dict[str, Any] | None, meta: di
              "eight classic outbreaks). Events are built as "
              "contract structs before the clock starts; `time.process_time` around the `Engine.process` loop, "
              f"over the first {meta['hours']:g} h of event time at every size (CPU capped at {meta['budget_s']:g} s "
-             "per size: a capped size reports the span it reached).", "",
-             "| hosts | events measured | event time covered | CPU s | µs/event | ratio to 500 hosts |",
-             "|---:|---:|---:|---:|---:|---:|"]
+             "per size: a capped size reports the span it reached). A discarded warm-up run goes first: the first "
+             "engine of a process pays one-time costs (lazily imported scipy distributions) that are no cost per "
+             "event.", "",
+             "| hosts | events measured | event time covered | CPU s | µs/event | ratio to 500 hosts | runs (µs/event) |",
+             "|---:|---:|---:|---:|---:|---:|---|"]
     base = rows[0]["us_per_event"] if rows and rows[0]["us_per_event"] else None
     for r in rows:
         us = r["us_per_event"]
         ratio = f"{us / base:.2f}" if us and base else "–"
         span = f"{r['reached_h']:g} h" + (" (capped)" if r["capped"] else "")
+        runs = ", ".join(f"{x:g}" for x in r.get("runs_us", []))
         lines.append(f"| {r['hosts']:,} | {r['events']:,} | {span} | {r['cpu_s']:.1f} | "
-                     f"{us:.1f} | {ratio} |" if us else f"| {r['hosts']:,} | 0 | – | – | – | – |")
-    lines += ["", "Target (issue 9): CPU per event at 500, 2,000, 8,000 and 32,000 hosts within ±25 % of each other.",
+                     f"{us:.1f} | {ratio} | {runs} |" if us else f"| {r['hosts']:,} | 0 | – | – | – | – | – |")
+    lines += ["", f"A size whose one run takes under {REPEAT_UNDER_S:g} s of CPU is run {meta['repeat']} times and the "
+              "best reported (timeit's rule: on a shared machine the minimum is the run least disturbed by other "
+              "work); every run is listed.", "",
+              "Target (issue 9): CPU per event at 500, 2,000, 8,000 and 32,000 hosts within ±25 % of each other.",
               ""]
     if replay:
         lines += ["## Replay throughput on the noisy preset", "",
@@ -180,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=48.0,
                     help="event time measured at every size, from the start (default: the whole 2-day run)")
     ap.add_argument("--budget-s", type=float, default=600.0, help="cap on Engine.process CPU per size")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help=f"runs of a size measured in under {REPEAT_UNDER_S:g} s of CPU; the best is reported")
     ap.add_argument("--no-replay", action="store_true", help="skip the replay part")
     ap.add_argument("--replay-preset", default="noisy")
     ap.add_argument("--replay-seed", type=int, default=101)
@@ -198,14 +208,24 @@ def main(argv: list[str] | None = None) -> int:
 
         if f"scaling-{n}" not in PRESETS:
             raise SystemExit(f"no preset scaling-{n}; known sizes: {', '.join(map(str, SIZES))}")
+    # the first Engine of a process pays one-time costs (lazily imported scipy.stats distributions, their
+    # first-use tables): about a second of CPU inside the first size's loop
+    warm = cpu_per_event(sizes[0], args.seed, min(args.hours, 6.0), args.budget_s)
+    print(f"warm-up (discarded): {warm['us_per_event']:.1f} us/event over {warm['events']:,} events", flush=True)
     rows = []
     for n in sizes:
-        r = cpu_per_event(n, args.seed, args.hours, args.budget_s)
+        runs = [cpu_per_event(n, args.seed, args.hours, args.budget_s)]
+        # a size measured in seconds of CPU is at the mercy of whatever else the machine does: best of
+        # --repeat (timeit's rule: the least disturbed run), every run listed
+        while len(runs) < args.repeat and runs[0]["cpu_s"] < REPEAT_UNDER_S:
+            runs.append(cpu_per_event(n, args.seed, args.hours, args.budget_s))
+        r = min(runs, key=lambda x: x["us_per_event"] or float("inf"))
+        r["runs_us"] = [round(x["us_per_event"], 1) for x in runs if x["us_per_event"]]
         rows.append(r)
         base = rows[0]["us_per_event"]
         print(f"{n:>6,} hosts: {r['events']:>9,} events over {r['reached_h']:g} h{' (capped)' if r['capped'] else ''}, "
               f"{r['cpu_s']:7.1f} s CPU = {r['us_per_event']:8.1f} us/event, ratio to {sizes[0]:,} hosts "
-              f"{r['us_per_event'] / base:5.2f}  (load {loadavg()})", flush=True)
+              f"{r['us_per_event'] / base:5.2f}  (load {loadavg()}; runs {r['runs_us']})", flush=True)
     replay = None
     path = CACHE / f"{args.replay_preset}-s{args.replay_seed}.jsonl"
     if not args.no_replay:
@@ -219,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
               f"CPU, {replay['replay_wall_s']:.1f} s wall); ratio {replay['ratio']:.3f}; target >= 100,000: "
               f"{'met' if replay['replay_per_s'] >= 100_000 else 'MISSED'}")
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": describe(), "seed": args.seed,
-            "hours": args.hours, "budget_s": args.budget_s, "load_start": load_start, "load_end": loadavg(),
+            "hours": args.hours, "budget_s": args.budget_s, "repeat": args.repeat, "load_start": load_start, "load_end": loadavg(),
             "replay_file": str(path.relative_to(ROOT)) if replay else None, "replay_seed": args.replay_seed}
     if not args.no_write:
         args.md.parent.mkdir(parents=True, exist_ok=True)
