@@ -106,6 +106,9 @@ class CohortKey(Struct):
     total: float = 0.0
     #: attribute key -> the key's units on hosts announcing it, at the end of warm-up
     early: dict[str, float] = field(default_factory=dict)
+    #: a lower bound of every host's and pair's inflated units at the longest scale (the sweep
+    #: skips a key none of whose hosts or pairs can have decayed to nothing yet)
+    floor: float = 0.0
 
 
 class CohortVerdict(Struct, frozen=True):
@@ -199,6 +202,8 @@ class CohortCorrelation(Struct):
         hc = st.hosts.get(host)
         if hc is None:
             hc = st.hosts[host] = [0.0] * n
+            if wg[self.longrun] < st.floor:
+                st.floor = wg[self.longrun]
         st.q = [q + 2.0 * h * x + x * x for q, h, x in zip(st.q, hc, wg)]
         hc[:] = map(add, hc, wg)  # the hot path: map(add) is a third cheaper than a comprehension
         tot = st.tot
@@ -216,6 +221,8 @@ class CohortCorrelation(Struct):
             if pc is None:
                 pairs[k] = PairCounts(list(wg), last_ms=ts_ms)
                 self.n_pairs += 1
+                if wg[self.longrun] < st.floor:
+                    st.floor = wg[self.longrun]
             else:
                 c = pc.c
                 c[:] = map(add, c, wg)
@@ -683,6 +690,7 @@ class CohortCorrelation(Struct):
     def rebase(self, factors: tuple[float, ...]) -> None:
         sq = tuple(f * f for f in factors)
         for st in self.keys.values():
+            st.floor *= factors[self.longrun]
             for i in range(len(st.q)):
                 st.q[i] *= sq[i]
             for vec in (*st.tot.values(), *st.hosts.values(), *(pc.c for pc in st.pairs.values()),
@@ -700,12 +708,14 @@ class CohortCorrelation(Struct):
                 del self.keys[key]
                 self.active.discard(key)
                 continue
-            hosts = st.hosts
-            if any(hc[L] / gL <= DEAD for hc in hosts.values()):
-                st.hosts = {h: hc for h, hc in hosts.items() if hc[L] / gL > DEAD}
+            if st.floor / gL > DEAD:
+                continue  # nothing of the key's can have decayed to nothing (at half a year, the common case)
+            st.hosts = {h: hc for h, hc in st.hosts.items() if hc[L] / gL > DEAD}
             st.pairs = {k: pc for k, pc in st.pairs.items()
                         if pc.firing or pc.static or pc.c[L] / gL > DEAD or now_ms < pc.quiet_until_ms}
             st.touched &= set(st.pairs)
+            st.floor = min((*(hc[L] for hc in st.hosts.values()), *(pc.c[L] for pc in st.pairs.values())),
+                           default=0.0)
         self.n_pairs = sum(len(st.pairs) for st in self.keys.values())
         self.family = sum(st.family for st in self.keys.values())
 

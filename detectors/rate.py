@@ -313,17 +313,19 @@ class RateSpike(Struct):
         rates = []
         num_h = den_h = num_d = den_d = 0.0
         n_h = n_d = 0
-        for st in self.keys.values():
+        day_old = horizon_ms - 86_400_000
+        for st in self.keys.values():  # every key, hourly: the moments are read as fields (DailyBaseline.moments)
             base = st.base
             e = sum(base.e)
-            if horizon_ms - st.first_ms >= 86_400_000 and e > 0:
-                rates.append(sum(base.c) / e)
-            num, den, n = base.moments(False)
-            if n >= DISP_PRIOR_HOURS / 2 and den > 0 and sum(base.c) > 0:
-                num_h, den_h, n_h = num_h + num, den_h + den, n_h + 1
-            num, den, n = base.moments(True)
-            if n >= 2.0 and den > 0:
-                num_d, den_d, n_d = num_d + num, den_d + den, n_d + 1
+            c = sum(base.c)
+            if st.first_ms <= day_old and e > 0:
+                rates.append(c / e)
+            den = base.disp_den_h
+            if base.disp_n_h >= DISP_PRIOR_HOURS / 2 and den > 0 and c > 0:
+                num_h, den_h, n_h = num_h + base.disp_num_h, den_h + den, n_h + 1
+            den = base.disp_den_d
+            if base.disp_n_d >= 2.0 and den > 0:
+                num_d, den_d, n_d = num_d + base.disp_num_d, den_d + den, n_d + 1
         rates.sort()
         median = rates[len(rates) // 2] if rates else 0.0
         self.prior_rate = max(self.prior_floor, 0.5 * median)
