@@ -314,22 +314,27 @@ def stream_env(kafka_broker: str, tmp_path: Path) -> Iterator[StreamEnv]:
         env.close()
 
 
-@pytest.fixture(scope="session")
-def embedded_alerts(events_file: Path) -> list[Any]:
-    """Alerts of the embedded path (one Engine over the file: what ``fleetepi replay`` runs)."""
+def replay_alerts(path: Path) -> list[Any]:
+    """Alerts of the embedded path over a recording (one Engine over the file: what ``fleetepi replay`` runs)."""
     from fleetepi.contract import decode_event
     from fleetepi.detectors import Engine
     from fleetepi.exceptions import InvalidMessage
 
     engine = Engine()
     out: list[Any] = []
-    with open(events_file, "rb") as fh:
+    with open(path, "rb") as fh:
         for line in fh:
             try:
                 out.extend(engine.process(decode_event(line)))
             except InvalidMessage:
                 continue
     return out
+
+
+@pytest.fixture(scope="session")
+def embedded_alerts(events_file: Path) -> list[Any]:
+    """Alerts of the embedded path over the recorded stream."""
+    return replay_alerts(events_file)
 
 
 #: Firing times may differ by one evaluation step (each partition has its own event-time clock).
