@@ -312,7 +312,8 @@ class CohortCorrelation(Struct):
             return out
         w_up, w_rest, family = self._weights(spiking, len(tests))
         weights = [w_up if t.key in spiking else w_rest for t in tests]
-        rejected = benjamini_hochberg([t.p / w for t, w in zip(tests, weights)], self.fdr, family)
+        rejected = benjamini_hochberg([t.p / w for t, w in zip(tests, weights)], self.fdr, family,
+                                      [t.key for t in tests])
         accepted: dict[str, list[_Test]] = {}
         for t, w, rej in zip(tests, weights, rejected):
             if rej and t.p <= self.alpha * w and t.lo > self.min_rr_lower:

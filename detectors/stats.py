@@ -137,22 +137,37 @@ def relative_risk(a: int, n1: int, c: int, n0: int, z: float = 1.96) -> tuple[fl
     return (rr, math.exp(log_rr - z * se), math.exp(log_rr + z * se))
 
 
-def benjamini_hochberg(p_values: Sequence[float], q: float, m: int | None = None) -> list[bool]:
+def benjamini_hochberg(p_values: Sequence[float], q: float, m: int | None = None,
+                       groups: Sequence[str] | None = None) -> list[bool]:
     """Which hypotheses BH rejects at false discovery rate ``q``.
 
     :param m: size of the family when some tested pairs are not listed
         (their p-values are 1; they only raise the bar).
+    :param groups: tests of one group (one key's cohorts and scales) earn the
+        step-up one rank between them. What is paged is a key (one alert
+        each, its nested and confounded cohorts explained away), so the false
+        discoveries that matter are keys: twenty correlated tests of one
+        outbreak are one discovery, and must not lower the bar for every
+        other key's tests in the same step (a half-rack of another signature
+        paged beside a driver outbreak at p=1e-7 over 390,000 tests). The
+        critical values are BH's or lower: it rejects a subset of what BH
+        rejects.
     """
     n = len(p_values)
     m = max(m or n, n)
     order = sorted(range(n), key=lambda i: p_values[i])
     cutoff = -1
-    for rank, i in enumerate(order, start=1):
+    seen: set[str] = set()
+    for pos, i in enumerate(order, start=1):
+        rank = pos
+        if groups is not None:
+            seen.add(groups[i])
+            rank = len(seen)
         if p_values[i] <= q * rank / m:
-            cutoff = rank
+            cutoff = pos
     rejected = [False] * n
-    for rank, i in enumerate(order, start=1):
-        if rank <= cutoff:
+    for pos, i in enumerate(order, start=1):
+        if pos <= cutoff:
             rejected[i] = True
     return rejected
 

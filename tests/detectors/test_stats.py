@@ -81,6 +81,20 @@ def test_benjamini_hochberg_matches_the_textbook_example() -> None:
     assert benjamini_hochberg([0.01, 0.02], 0.05, m=100) == [False, False]
 
 
+def test_one_outbreaks_many_tests_do_not_lower_the_bar_for_another_key() -> None:
+    """Twenty tiny p-values of one key (its cohorts at every scale) and one modest one of another key.
+
+    Plain BH ranks the other key's test 21st and accepts it at q * 21 / m;
+    counted by key it is the second discovery, judged at q * 2 / m. Within a
+    key nothing changes: its own tests are accepted as before.
+    """
+    p = [1e-12] * 20 + [5e-5]
+    keys = ["driver-outbreak"] * 20 + ["other"]
+    assert benjamini_hochberg(p, 0.01, 1000) == [True] * 21                  # 5e-5 <= 0.01 * 21 / 1000
+    assert benjamini_hochberg(p, 0.01, 1000, keys) == [True] * 20 + [False]  # 5e-5 >  0.01 * 2 / 1000
+    assert benjamini_hochberg([1e-12, 1e-5], 0.01, 1000, ["a", "b"]) == [True, True]
+
+
 def test_score_grows_with_evidence() -> None:
     assert score_of(1e-3) < score_of(1e-9) < score_of(0.0) == 300.0
 
