@@ -682,6 +682,17 @@ class CohortCorrelation(Struct):
         pc.quiet_until_ms = now_ms + self.cooldown_ms
         pc.reported = list(pc.c)
         a, v = split_key(pk)
+        # the cohorts nested in it or around it (a driver rolled out on its GPU model, its rack's
+        # datacenter) held the same excess, explained by it while it fired. Resolved, that excess is
+        # told: a day's or a week's scale still holding it must not page them as news once its
+        # cooldown is over (a driver cohort paged 17 h after a GPU-model outbreak had ended)
+        members, _ = inventory.members()
+        mine = members.get((a, v), frozenset())
+        for opk, opc in st.pairs.items():
+            if opk != pk and not opc.firing and not opc.static:
+                other = members.get(split_key(opk), frozenset())
+                if other and mine and (other <= mine or mine <= other):
+                    opc.reported = list(opc.c)
         i = pc.fired_scale
         return CohortVerdict(key, a, v, "resolved", now_ms, "page", "resolved", pc.c[i] / g[i], 0.0, 0.0,
                              notes=(f"resolved: no scale up to the one that fired significant at "

@@ -142,3 +142,20 @@ def test_where_a_spiking_signature_lives_is_asked_with_more_of_the_budget(
     assert [(a.attribute, a.value, a.severity) for a in alerts][:1] == [("gpu_model", "A100", "page")], \
         [a.summary for a in alerts]
     assert any("weighted" in n and "spiking fleet-wide" in n for n in alerts[0].notes or [])
+
+
+def test_a_resolved_cohorts_excess_is_not_news_for_its_nested_twin(fl: SimpleNamespace) -> None:
+    """Twenty more crashes of a busy signature on the B200 hosts in two hours, then nothing.
+
+    ``driver=570.1`` and ``gpu_model=B200`` are the same hosts: one pages, the
+    other is named as its alias. When the page resolves, the excess is told;
+    the twin's day and week scales still hold it, and after the cooldown it
+    used to page it again as a new cohort, a day after the crashes stopped.
+    """
+    at = fl.T0 + 8 * fl.DAY
+    sig = "sig00"                                           # the background's busiest signature
+    cases = [fl.crash(at + i * 6 * fl.MIN, f"h{(i % 20) * 20:04d}", sig, job=f"j{i}") for i in range(20)]
+    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + 4 * fl.DAY), cases)
+    alerts = [a for a in fl.run(events, detectors=["hardware_correlation"]) if a.signature == sig]
+    told = [(a.state, a.attribute, a.value, round((a.ts_ms - at) / fl.HOUR, 1)) for a in alerts]
+    assert [x[0] for x in told] == ["firing", "resolved"], told        # not the twin again at the day scale
