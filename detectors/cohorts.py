@@ -687,10 +687,10 @@ class CohortCorrelation(Struct):
         # told: a day's or a week's scale still holding it must not page them as news once its
         # cooldown is over (a driver cohort paged 17 h after a GPU-model outbreak had ended)
         members, _ = inventory.members()
-        mine = members.get((a, v), frozenset())
+        mine: AbstractSet[str] = members.get((a, v), frozenset())
         for opk, opc in st.pairs.items():
             if opk != pk and not opc.firing and not opc.static:
-                other = members.get(split_key(opk), frozenset())
+                other: AbstractSet[str] = members.get(split_key(opk), frozenset())
                 if other and mine and (other <= mine or mine <= other):
                     opc.reported = list(opc.c)
         i = pc.fired_scale
