@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from fleetepi.detectors.windows import PAST_DAYS
 from fleetepi.exceptions import ConfigError
 
 
@@ -69,6 +70,11 @@ class DetectorConfig:
     # ---- signature_spike (and the fleet-wide part of telemetry_cohort) ----
     #: Sliding windows a key's units are counted over, side by side: minutes to a day.
     sig_windows_s: tuple[float, ...] = (3600.0, 4 * 3600.0, 24 * 3600.0)
+    #: Multi-day windows, in days, tested hourly beside those: the sliding day window plus the
+    #: key's last whole days, against the baseline as it stood on each. A deploy that doubles a
+    #: signature for good is an ordinary day's swing on any one day and a rise over three or
+    #: seven (docs/detectors.md). Each at most 7; () turns them off.
+    sig_days: tuple[int, ...] = (3, 7)
     #: One-sided p-value under which a window count fires (every key x window x step).
     sig_alpha: float = 1e-7
     #: A firing key resolves when every window is back above this p-value.
@@ -220,6 +226,10 @@ class DetectorConfig:
         if not 0.0 <= self.corr_spike_share < 1.0 or self.corr_spike_weight_max < 1.0:
             raise ConfigError(f"corr_spike_share must be in [0, 1) and corr_spike_weight_max >= 1, got "
                               f"{self.corr_spike_share} and {self.corr_spike_weight_max}")
+        if any(not isinstance(d, int) or not 2 <= d <= PAST_DAYS + 1 for d in self.sig_days) or \
+                list(self.sig_days) != sorted(set(self.sig_days)):
+            raise ConfigError(f"sig_days needs whole days from 2 to {PAST_DAYS + 1}, shortest first, got "
+                              f"{self.sig_days}")
         if self.max_keys < 1 or self.jump_quorum_hosts < 1 or self.max_held_events < 0:
             raise ConfigError("max_keys and jump_quorum_hosts must be >= 1, max_held_events >= 0")
 

@@ -32,7 +32,7 @@ from msgspec import Struct, field
 
 from fleetepi.detectors.config import DetectorConfig
 from fleetepi.detectors.stats import nb_sf, nb_threshold
-from fleetepi.detectors.windows import DAY_H, HOUR_MS, DailyBaseline, Windows, decay_per_day
+from fleetepi.detectors.windows import DAY_H, DAY_MS, HOUR_MS, DailyBaseline, Windows, decay_per_day
 
 #: Hours of baseline (folded, or credited silence for a key new to a running stream) before a key is tested.
 MIN_HISTORY_H = 12.0
@@ -43,6 +43,12 @@ NEW_KEY_WINDOW_S = 4 * 3600.0
 #: day of hours.
 DISP_PRIOR_DAYS = 7.0
 DISP_PRIOR_HOURS = 24.0
+#: The day window or a multi-day window above this tail probability holds the baseline (hours fold as if
+#: the key fired).
+HOLD_ALPHA = 1e-2
+#: ... for a key expected this many units in it at least: fewer say more about chance and one crash-looping
+#: host than about a rise, and a held sparse key's frozen rate would page on its next ordinary burst.
+HOLD_MIN_EXPECTED = 20.0
 #: The learned dispersion prior stays within these.
 DISP_MIN, DISP_MAX = 0.01, 2.0
 
@@ -73,6 +79,10 @@ class RateKey(Struct):
     fired_ms: int = 0
     quiet_until_ms: int = 0
     total: float = 0.0
+    #: the episode fired on a multi-day window: it resolves only once those are back to normal too
+    fired_days: bool = False
+    #: when the last episode resolved: a multi-day window is tested again only once it no longer holds it
+    resolved_ms: int = 0
 
 
 class RateVerdict(Struct, frozen=True):
@@ -116,7 +126,11 @@ class RateSpike(Struct):
     cooldown_ms: int
     ttl_ms: int
     max_keys: int
+    #: multi-day windows (days): the day window plus the key's last whole days (``DailyBaseline.recent``)
+    days: list[int] = field(default_factory=list)
     keys: dict[str, RateKey] = field(default_factory=dict)
+    #: "key\x1fhost" -> the day (ts // a day) its last spread unit was counted
+    day_hosts: dict[str, int] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)
     firing: set[str] = field(default_factory=set)
     start_ms: int | None = None
@@ -131,16 +145,24 @@ class RateSpike(Struct):
     def new(cls, *, step_s: float, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float, min_units: int,
             min_spread: int, min_ratio: float, halflife_days: float, hour_prior_h: float, prior_weight_h: float,
             prior_floor_per_h: float, dispersion_prior: float, warmup_s: float,
-            cooldown_s: float, key_ttl_s: float, max_keys: int) -> RateSpike:
+            cooldown_s: float, key_ttl_s: float, max_keys: int, days: tuple[int, ...] = ()) -> RateSpike:
         sizes = sorted({max(1, round(w / step_s)) for w in windows_s})
+        # the multi-day windows extend the day window: without one (a custom set of shorter windows) there are none
+        days_ok = list(days) if sizes[-1] * step_s == DAY_H * 3600 else []
         return cls(int(step_s * 1000), sizes, [n * step_s for n in sizes], alpha, resolve_alpha, min_units,
                    min_spread, min_ratio, decay_per_day(halflife_days), hour_prior_h, prior_weight_h,
                    prior_floor_per_h, dispersion_prior, int(warmup_s * 1000),
-                   int(cooldown_s * 1000), int(key_ttl_s * 1000), max_keys, prior_rate=prior_floor_per_h)
+                   int(cooldown_s * 1000), int(key_ttl_s * 1000), max_keys, days_ok, prior_rate=prior_floor_per_h)
 
     # ------------------------------------------------------------------ folding
-    def observe(self, key: str, w: float, ts_ms: int) -> None:
-        """Count ``w`` units of ``key`` at ``ts_ms`` (decided at the next ``decide``)."""
+    def observe(self, key: str, w: float, ts_ms: int, host: str | None = None) -> None:
+        """Count ``w`` units of ``key`` at ``ts_ms`` (decided at the next ``decide``).
+
+        With ``host``, the multi-day windows count the (key, host) once a day:
+        a pod crash-looping for three days is one unit an hour for the short
+        windows (as many as a real rise would bring) but three for a
+        three-day window, where a deploy's rise is spread over many hosts.
+        """
         if self.start_ms is None:
             self.start_ms = ts_ms
         st = self.keys.get(key)
@@ -154,7 +176,12 @@ class RateSpike(Struct):
         st.total += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
-        st.base.add(ts_ms // HOUR_MS, w, st.firing)
+        spread = None
+        if host is not None and self.days:
+            day, hk = ts_ms // DAY_MS, f"{key}\x1f{host}"
+            spread = 0.0 if self.day_hosts.get(hk) == day else w
+            self.day_hosts[hk] = day
+        st.base.add(ts_ms // HOUR_MS, w, st.firing, spread)
         self.touched.add(key)
 
     def _new_key(self, key: str, ts_ms: int) -> RateKey:
@@ -232,25 +259,82 @@ class RateSpike(Struct):
             out.append((mu / HOUR_MS, phi, base.history_h(None if settled else before_h)))
         return out
 
+    def _days(self, st: RateKey, now_ms: int) -> list[tuple[int, float, float, float]]:
+        """(days, spread units, expected before the hours not folded, hours) of each multi-day window the key can be tested on.
+
+        A window is tested once the key has a baseline as old as it and its
+        last episode has left it (an episode's units are not a new rise).
+        """
+        out: list[tuple[int, float, float, float]] = []
+        if not self.days or sum(st.base.e) < DAY_H:
+            return out
+        since = max(st.first_ms, st.resolved_ms)
+        pending: float | None = None
+        for d in self.days:
+            if len(st.base.past) < d - 1 or (now_ms - since < (d + 1) * DAY_MS and not st.fired_days):
+                continue
+            if pending is None:
+                pending = st.base.pending_spread()
+            units, expected, hours = st.base.recent(d - 1)
+            out.append((d, units + pending, expected, hours + self.windows_s[-1] / 3600.0))
+        return out
+
+    def _days_expectations(self, st: RateKey, days: list[tuple[int, float, float, float]],
+                           exp: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
+        """(expected units, phi, hours) of the multi-day windows: the day-to-day swing averages over their days.
+
+        Days are taken as independent: the key's daily dispersion divided by
+        the window's days, plus the uncertainty of its rate (which does not
+        average away): as many swinging days as the baseline holds, and the
+        units it learned from.
+        """
+        base = st.base
+        learned = base.units() + self.prior_rate * self.prior_w
+        phi_d = base.dispersion(True, self.disp_prior_d, DISP_PRIOR_DAYS)
+        # the hours not folded begin at the hour the day window begins in: the part of it before the window
+        # at the day's mean rate
+        start_ms = (st.win.head - self.sizes[-1] + 1) * self.step_ms
+        mu_day = exp[-1][0] * (1.0 + max(start_ms - base.hour * HOUR_MS, 0) / DAY_MS)
+        # the baseline is itself an average of the days it has seen (decayed: at most ~10 at a week's half-life),
+        # each as swinging: its own error does not average away over the window's days
+        hist_days = max(sum(base.e) / DAY_H, 1.0)
+        return [(mu_day + e, _phi_up(phi_d * (DAY_H / h + 1.0 / hist_days) + 1.0 / learned), h)
+                for _, _, e, h in days]
+
     def _decide_key(self, key: str, st: RateKey, b: int, horizon_ms: int, now_ms: int) -> RateVerdict | None:
         totals = st.win.totals
+        days = self._days(st, now_ms) if self.days else []
+        counts = list(totals) + [x for _, x, _, _ in days]
         if not st.firing:
-            if max(totals) < self.min_units:
+            if max(counts) < self.min_units:
                 return None  # cannot fire: no need for its expectations (most keys of a long tail)
             hour = horizon_ms // HOUR_MS
-            if hour == st.screen_hour and all(t < k for t, k in zip(totals, st.screen)):
+            if hour == st.screen_hour and len(st.screen) == len(counts) and all(
+                    t < k for t, k in zip(counts, st.screen)):
                 return None  # below this hour's screen: the exact expectations cannot say "fire"
         exp = self._expectations(st, b, horizon_ms)
+        if days:
+            exp = exp + self._days_expectations(st, days, exp)
         if not st.firing and horizon_ms // HOUR_MS != st.screen_hour:
             st.screen_hour = horizon_ms // HOUR_MS
             st.screen = [max(self.min_units, math.floor(self.min_ratio * 0.8 * mu),
                              nb_threshold(0.8 * mu, nb_size(phi), self.alpha)) for mu, phi, _ in exp]
+            n = len(self.sizes)
+            if len(exp) > n and exp[n][0] >= HOLD_MIN_EXPECTED and any(
+                    counts[i] >= max(self.min_ratio * mu, nb_threshold(mu, nb_size(phi), HOLD_ALPHA))
+                    for i, (mu, phi, _) in enumerate(exp[n - 1:], n - 1)):
+                # a sustained rise may be taking shape (the day or a multi-day window is unusual): the baseline
+                # does not learn these hours as the new normal (it would absorb a deploy's excess day by day,
+                # rate and swing both, before a multi-day window could tell)
+                st.base.mark_firing()
         if st.firing:
             held = now_ms - st.fired_ms >= self.windows_s[0] * 1000
-            quiet = all(totals[i] < nb_threshold(mu, nb_size(phi), self.resolve_alpha)
-                        for i, (mu, phi, _) in enumerate(exp))
+            tested = len(exp) if st.fired_days else len(self.sizes)
+            quiet = all(counts[i] < nb_threshold(mu, nb_size(phi), self.resolve_alpha)
+                        for i, (mu, phi, _) in enumerate(exp[:tested]))
             if held and quiet:
-                st.firing = False
+                st.firing = st.fired_days = False
+                st.resolved_ms = now_ms
                 self.firing.discard(key)
                 st.quiet_until_ms = now_ms + self.cooldown_ms
                 return RateVerdict(key, "resolved", now_ms, totals[0], exp[0][0], self.windows_s[0], notes=(
@@ -261,8 +345,18 @@ class RateSpike(Struct):
             return None
         best: tuple[float, int] | None = None
         age_ms = now_ms - st.first_ms
+        n_short = len(self.sizes)
         for i, (mu, phi, hist_h) in enumerate(exp):
-            obs = totals[i]
+            obs = counts[i]
+            if i >= n_short:
+                # a multi-day window (eligible: ``_days``), whose units must also be spread over the last day
+                if obs >= max(self.min_units, self.min_ratio * mu) and st.win.spread(n_short - 1) >= self.min_spread:
+                    size = nb_size(phi)
+                    if obs >= nb_threshold(mu, size, self.alpha):
+                        p = nb_sf(obs, mu, size)
+                        if best is None or p < best[0]:
+                            best = (p, i)
+                continue
             if hist_h < max(MIN_HISTORY_H, min(self.windows_s[i] / 3600.0, DAY_H)):
                 # no baseline yet for this window: the key's first hours are inside it, or (a day window)
                 # the hour-of-day profile has not seen every hour of the day it is compared over
@@ -282,18 +376,26 @@ class RateSpike(Struct):
         if best is None:
             return None
         p, i = best
-        mu, phi, _ = exp[i]
+        mu, phi, hours = exp[i]
         st.firing, st.fired_ms = True, now_ms
+        st.fired_days = i >= n_short
         st.base.mark_firing()
         self.firing.add(key)
         new = now_ms - st.first_ms < 86_400_000 and st.first_ms > self.start_ms + self.warmup_ms  # type: ignore[operator]
-        w = self.windows_s[i]
+        w = self.windows_s[i] if i < n_short else hours * 3600.0
         disp = "Poisson" if phi <= 0 else f"negative binomial, learned dispersion phi={phi:.3g}"
-        return RateVerdict(key, "firing", now_ms, totals[i], mu, w, p, new, notes=(
-            f"count test: {totals[i]:g} units in {w / 3600:g} h vs {mu:.3g} expected ({disp}), "
-            f"p={p:.3g} < alpha={self.alpha:g}",
-            f"units from {st.win.spread(i)} distinct steps; windows {', '.join(f'{x / 3600:g} h' for x in self.windows_s)}",
-            f"baseline: the key's own hour-of-day rate (prior for new keys {self.prior_rate:.3g}/h)"))
+        spread = st.win.spread(min(i, n_short - 1))
+        windows = ", ".join([f"{x / 3600:g} h" for x in self.windows_s] + [f"{d} d" for d in self.days])
+        notes = [f"count test: {counts[i]:g} units in {w / 3600:g} h vs {mu:.3g} expected ({disp}), "
+                 f"p={p:.3g} < alpha={self.alpha:g}",
+                 f"units from {spread} distinct steps{' of the last day' if i >= n_short else ''}; windows {windows}",
+                 f"baseline: the key's own hour-of-day rate (prior for new keys {self.prior_rate:.3g}/h)"]
+        if i >= n_short:
+            notes.append(f"a sustained rise: {self.days[i - n_short]}-day window (the hours not folded into the "
+                         f"baseline and the key's whole days before them, each against the baseline as it stood "
+                         f"then; a host counts once a day; the day-to-day swing averaged over the days, the "
+                         f"baseline's own error not)")
+        return RateVerdict(key, "firing", now_ms, counts[i], mu, w, p, new, notes=tuple(notes))
 
     def _update_prior(self, horizon_ms: int) -> None:
         """Priors learned across keys, hourly: a new key's rate and every key's dispersion.
@@ -354,6 +456,9 @@ class RateSpike(Struct):
         for k in [k for k, s in self.keys.items() if not s.firing and s.last_ms < now_ms - self.ttl_ms]:
             del self.keys[k]
             self.touched.discard(k)
+        if self.day_hosts:
+            yesterday = now_ms // DAY_MS - 1
+            self.day_hosts = {k: d for k, d in self.day_hosts.items() if d >= yesterday}
 
     def counts(self) -> dict[str, float]:
         return {k: s.total for k, s in self.keys.items()}
@@ -368,7 +473,7 @@ def rate_spike_from_config(cfg: DetectorConfig, *, alpha: float | None = None, m
                          min_spread=c.sig_min_spread, min_ratio=c.sig_min_ratio if min_ratio is None else min_ratio,
                          halflife_days=c.baseline_halflife_days, hour_prior_h=c.hour_prior_h,
                          prior_weight_h=c.prior_weight_h, prior_floor_per_h=c.prior_rate_floor_per_h,
-                         dispersion_prior=c.dispersion_prior,
+                         dispersion_prior=c.dispersion_prior, days=c.sig_days,
                          warmup_s=c.warmup_s, cooldown_s=c.cooldown_s, key_ttl_s=c.key_ttl_s, max_keys=c.max_keys)
 
 

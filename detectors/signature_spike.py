@@ -27,7 +27,7 @@ class SignatureSpike:
     """Fires once per episode when a signature's windowed units exceed its learned baseline."""
 
     name: ClassVar[str] = "signature_spike"
-    state_version: ClassVar[str] = "signature_spike/2"
+    state_version: ClassVar[str] = "signature_spike/3"
 
     def __init__(self, config: DetectorConfig) -> None:
         self.config = config
@@ -35,7 +35,7 @@ class SignatureSpike:
 
     def fold(self, case: Case, ctx: Context) -> None:
         if case.is_crash and case.unit:
-            self.core.observe(case.channel, case.unit, case.ts_ms)
+            self.core.observe(case.channel, case.unit, case.ts_ms, case.host)
 
     def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
         if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):

@@ -17,6 +17,9 @@ DAY_MS = 86_400_000
 DAY_H = 24
 #: Longest silent gap folded hour by hour (30 days); beyond it the slots are at their fixed point.
 MAX_SILENT_H = 30 * DAY_H
+#: Whole days of units a baseline keeps beside its hour-of-day rates, for the multi-day windows
+#: (the longest is this plus the day window and the folded part of today: a week).
+PAST_DAYS = 6
 
 
 class Windows(Struct):
@@ -103,8 +106,9 @@ class DailyBaseline(Struct):
     e: list[float]
     #: First absolute hour (ts_ms // HOUR_MS) not folded yet.
     hour: int
-    #: [absolute hour, units, fired during it] not folded yet, oldest first.
-    pending: list[tuple[int, float, bool]] = field(default_factory=list)
+    #: [absolute hour, units, fired during it, spread units] not folded yet, oldest first. Spread units
+    #: count a (key, host) once a day (``RateSpike.observe``): what the multi-day windows add up.
+    pending: list[tuple[int, float, bool, float]] = field(default_factory=list)
     #: Decayed moment sums for the dispersion, hourly and daily.
     disp_num_h: float = 0.0
     disp_den_h: float = 0.0
@@ -117,29 +121,35 @@ class DailyBaseline(Struct):
     day: tuple[int, float, float] = (-1, 0.0, 0.0)
     #: The day being accumulated had an hour during which the key fired (its moments are not the key's own).
     day_fired: bool = False
+    #: Spread units of the day being accumulated (not capped at the expectation while firing).
+    day_units: float = 0.0
+    #: The last ``PAST_DAYS`` folded days, oldest first: (spread units, expected as the baseline stood
+    #: when each hour was folded). What a multi-day window adds to the hours not folded yet.
+    past: list[tuple[float, float]] = field(default_factory=list)
 
     @classmethod
     def new(cls, start_hour: int, warm_hours: float = 0.0) -> DailyBaseline:
         #: A key first seen late in the stream was silent before: credit that exposure.
         return cls([0.0] * DAY_H, [warm_hours / DAY_H] * DAY_H, start_hour)
 
-    def add(self, hour: int, w: float, firing: bool = False) -> None:
+    def add(self, hour: int, w: float, firing: bool = False, spread: float | None = None) -> None:
         if hour < self.hour:
             return  # folded already: a late event teaches the baseline nothing
+        ws = w if spread is None else spread
         p = self.pending
         for i in range(len(p) - 1, -1, -1):
-            h, acc, f = p[i]
+            h, acc, f, sp = p[i]
             if h == hour:
-                p[i] = (h, acc + w, f or firing)
+                p[i] = (h, acc + w, f or firing, sp + ws)
                 return
             if h < hour:
-                p.insert(i + 1, (hour, w, firing))
+                p.insert(i + 1, (hour, w, firing, ws))
                 return
-        p.insert(0, (hour, w, firing))
+        p.insert(0, (hour, w, firing, ws))
 
     def mark_firing(self) -> None:
         """The key fired: the hours still pending are outbreak, not baseline."""
-        self.pending = [(h, a, True) for h, a, _ in self.pending]
+        self.pending = [(h, a, True, sp) for h, a, _, sp in self.pending]
 
     def rate(self, slot: int, prior_rate: float, prior_w: float, hour_w: float) -> float:
         c, e = self.c, self.e
@@ -157,7 +167,7 @@ class DailyBaseline(Struct):
         c, e = self.c, self.e
         if before_hour is not None and before_hour > self.hour:
             c, e = list(c), list(e)
-            p = {h: acc for h, acc, _ in self.pending}
+            p = {h: acc for h, acc, _, _ in self.pending}
             for h in range(self.hour, before_hour):
                 slot = h % DAY_H
                 c[slot] += p.get(h, 0.0)
@@ -167,7 +177,7 @@ class DailyBaseline(Struct):
 
     def units(self, before_hour: int | None = None) -> float:
         """Units the rates were learned from (folded, and unfolded ones before ``before_hour``)."""
-        extra = sum(acc for h, acc, _ in self.pending if h < before_hour) if before_hour is not None else 0.0
+        extra = sum(acc for h, acc, _, _ in self.pending if h < before_hour) if before_hour is not None else 0.0
         return sum(self.c) + extra
 
     def history_h(self, before_hour: int | None = None) -> float:
@@ -176,7 +186,7 @@ class DailyBaseline(Struct):
         return sum(self.e) + extra
 
     def _fold_hour(self, h: int, acc: float, fired: bool, decay_h: float, decay: float, prior_rate: float,
-                   prior_w: float, hour_w: float) -> None:
+                   prior_w: float, hour_w: float, spread: float = 0.0) -> None:
         slot = h % DAY_H
         mu = self.rate(slot, prior_rate, prior_w, hour_w)
         if fired:
@@ -195,11 +205,17 @@ class DailyBaseline(Struct):
                 self.disp_num_d = self.disp_num_d * decay + (dx - dm) ** 2 - dx
                 self.disp_den_d = self.disp_den_d * decay + dm * dm
                 self.disp_n_d = self.disp_n_d * decay + 1.0
+            if d >= 0:
+                self.past.append((self.day_units, dm))
+                if len(self.past) > PAST_DAYS:
+                    del self.past[0]
             d, dx, dm = h // DAY_H, 0.0, 0.0
             self.day_fired = False
+            self.day_units = 0.0
         if fired:
             self.day_fired = True
         self.day = (d, dx + acc, dm + mu)
+        self.day_units += spread
         self.c[slot] = self.c[slot] * decay + acc
         self.e[slot] = self.e[slot] * decay + 1.0
 
@@ -216,12 +232,32 @@ class DailyBaseline(Struct):
         decay_h = decay ** (1.0 / DAY_H)
         p = self.pending
         while p and p[0][0] < hour:
-            h, acc, fired = p.pop(0)
+            h, acc, fired, spread = p.pop(0)
             self._silent(self.hour, h, decay_h, decay, prior_rate, prior_w, hour_w)
-            self._fold_hour(h, acc, fired, decay_h, decay, prior_rate, prior_w, hour_w)
+            self._fold_hour(h, acc, fired, decay_h, decay, prior_rate, prior_w, hour_w, spread)
             self.hour = h + 1
         self._silent(self.hour, hour, decay_h, decay, prior_rate, prior_w, hour_w)
         self.hour = hour
+
+    def recent(self, days: int) -> tuple[float, float, float]:
+        """(spread units, expected, hours) folded over the last ``days`` whole days and the folded part of today.
+
+        Added to the hours not folded yet (the sliding day window), this
+        is a window of ``days + 1`` days and some hours: a sustained rise (a
+        deploy that doubled a signature) adds up day after day, while a single
+        day's swing is diluted. The expectations are the baseline's as each
+        hour was folded, so the window is compared with what was normal then.
+        """
+        d, _, dm = self.day
+        if d < 0:
+            return 0.0, 0.0, 0.0
+        past = self.past[-days:] if days > 0 else []
+        return (self.day_units + sum(x for x, _ in past), dm + sum(m for _, m in past),
+                float(self.hour - d * DAY_H + DAY_H * len(past)))
+
+    def pending_spread(self) -> float:
+        """Spread units of the hours not folded yet (the sliding day window, to the hour)."""
+        return sum(sp for _, _, _, sp in self.pending)
 
     def moments(self, daily: bool) -> tuple[float, float, float]:
         """The decayed moment sums ``(sum (x - mu)^2 - x, sum mu^2, observations)``, daily or hourly.
@@ -268,4 +304,4 @@ def decay_per_day(halflife_days: float) -> float:
     return 0.5 ** (1.0 / halflife_days) if halflife_days > 0 and not math.isinf(halflife_days) else 1.0
 
 
-__all__ = ["DAY_H", "DAY_MS", "HOUR_MS", "DailyBaseline", "Windows", "decay_per_day", "window_expectation"]
+__all__ = ["DAY_H", "DAY_MS", "HOUR_MS", "PAST_DAYS", "DailyBaseline", "Windows", "decay_per_day", "window_expectation"]

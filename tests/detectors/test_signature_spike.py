@@ -156,3 +156,69 @@ def test_the_first_day_windows_use_the_hourly_swing_until_days_are_learned() -> 
         fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing" and v.key == "k0"]
     assert not fired, [(v.ts_ms / HOUR_MS, v.observed, v.expected) for v in fired]
     assert spike.disp_prior_d == spike.disp_prior_h > 0.5
+
+
+def _swinging_fleet(spike, factor_of, days: int, keys: int = 24, seed: int = 3, loops=lambda j, day: 0,
+                    shape: float = 4.0) -> list:
+    """``keys`` signatures at 3 units an hour whose days swing as a gamma of ``shape`` (phi 1 / shape).
+
+    Units come from 2,000 hosts at random. ``factor_of(key, day)`` multiplies a key's
+    rate, ``loops(key, day)`` hosts crash-loop on it (a unit an hour each, as the unit
+    filter counts a loop); the firing verdicts are returned.
+    """
+    import numpy as np
+
+    from fleetepi.detectors.windows import HOUR_MS
+
+    rng = np.random.default_rng(seed)
+    swing = rng.gamma(shape, 1.0 / shape, size=(keys, days))
+    step = spike.step_ms
+    fired = []
+    for b in range(days * 24 * HOUR_MS // step):
+        t = b * step
+        if t % HOUR_MS == 0:
+            h = t // HOUR_MS
+            for j in range(keys):
+                for k in range(int(rng.poisson(3.0 * swing[j, h // 24] * factor_of(j, h // 24)))):
+                    spike.observe(f"k{j}", 1.0, t + k, f"h{int(rng.integers(2000))}")
+                for k in range(loops(j, h // 24)):
+                    spike.observe(f"k{j}", 1.0, t + 100 + k, f"loop{k}")
+        fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
+    return fired
+
+
+def test_a_deploy_that_triples_a_swinging_signature_pages_on_a_multi_day_window() -> None:
+    """A signature x3 from day 8 on, in a fleet whose signatures swing by +-40 % from day to day.
+
+    No single day of it is out of the ordinary for such a fleet at the page's alpha,
+    so the hour-to-day windows never page; days of it are. The rise's days must not
+    become the baseline meanwhile (it would absorb the excess, rate and swing, before
+    a multi-day window could tell). The swinging neighbours do not page.
+    """
+    from fleetepi.detectors.rate import rate_spike_from_config
+
+    def deploy(j: int, day: int) -> float:
+        return 3.0 if j == 0 and day >= 8 else 1.0
+
+    fired = _swinging_fleet(rate_spike_from_config(DetectorConfig()), deploy, 16, shape=6.0)
+    assert [v.key for v in fired] == ["k0"], [(v.key, v.ts_ms / 3_600_000, v.window_s) for v in fired]
+    v = fired[0]
+    assert v.window_s > 2 * 86400.0 and v.observed > 2 * v.expected, (v.ts_ms / 3_600_000, v.window_s)
+    assert any("sustained rise" in n for n in v.notes)
+    # without the multi-day windows the same fleet never pages
+    assert _swinging_fleet(rate_spike_from_config(DetectorConfig(sig_days=())), deploy, 16, shape=6.0) == []
+
+
+def test_pods_crash_looping_for_days_are_no_sustained_rise() -> None:
+    """Six pods crash-looping on one signature for four days: six units an hour, on six hosts.
+
+    For the hour-to-day windows a loop is a unit an hour (the host detector tickets
+    it); over days six of them triple the signature, as a deploy would. The multi-day
+    windows count a (signature, host) once a day, so the loops add six a day, and
+    nothing pages (counted hourly, the three-day window paged on day 11).
+    """
+    from fleetepi.detectors.rate import rate_spike_from_config
+
+    fired = _swinging_fleet(rate_spike_from_config(DetectorConfig()), lambda j, day: 1.0, 16, shape=6.0,
+                            loops=lambda j, day: 6 if j == 0 and 8 <= day < 12 else 0)
+    assert fired == [], [(v.key, v.ts_ms / 3_600_000, v.window_s, v.observed, v.expected) for v in fired]
