@@ -488,7 +488,8 @@ class CohortCorrelation(Struct):
             hosts = self._hosts_in(st, t.pair, t.scale, g, inventory)
             if hosts < self.min_hosts:
                 continue
-            alias = next((apk for apk, amem in accepted if amem == mine), None)
+            # (a static association's own test is not its alias: that is how it pages when it rises)
+            alias = next((apk for apk, amem in accepted if amem == mine and apk != t.pair), None)
             if alias is not None:
                 if alias in notes_of:
                     notes_of[alias].append(f"alias: {a}={v} has exactly the same hosts (confounded; the data "

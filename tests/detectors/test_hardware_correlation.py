@@ -114,6 +114,38 @@ def test_an_association_there_from_the_first_day_is_a_ticket_not_a_page(fl: Simp
     assert {a.finding for a in alerts} == {"static_association"}
 
 
+def test_a_static_association_that_rises_pages(fl: SimpleNamespace) -> None:
+    """The same H100 association, ticketed as static, then five times stronger on day four: a page.
+
+    A static association's later windows are tested against its own long-run
+    relative risk, so that it pages only if it rises. Its own test was
+    dropped as an "alias" of itself (it is among the key's reported cohorts,
+    with the same hosts), so a reported association could never page again.
+    """
+    import random
+
+    rng = random.Random(7)
+    h100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 0]
+    others = [i for i in range(400) if i not in set(h100)]
+    sig = "libnccl!ncclAllReduce | trainer!step"
+    cases = []
+    for k in range(4 * 24 * 4):                             # four an hour for four days, 80 % on H100 hosts
+        pool = h100 if rng.random() < 0.8 else others
+        cases.append(fl.crash(fl.T0 + k * 15 * fl.MIN + rng.randrange(600_000), f"h{rng.choice(pool):04d}", sig,
+                              job=f"s{k}"))
+    rise = fl.T0 + 3 * fl.DAY + 6 * fl.HOUR
+    cases += [fl.crash(rise + k * 4 * fl.MIN + rng.randrange(120_000), f"h{rng.choice(h100):04d}", sig, job=f"r{k}")
+              for k in range(180)]                          # then fifteen more an hour, all on H100 hosts
+    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, fl.T0 + 4 * fl.DAY), cases)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=["hardware_correlation"])) if a.signature == sig]
+    tickets = [a for a in alerts if a.severity == "ticket"]
+    pages = [a for a in alerts if a.severity == "page"]
+    assert tickets and all(int(a.ts.timestamp() * 1000) < rise for a in tickets), [(a.ts, a.summary) for a in alerts]
+    assert pages and pages[0].finding == "association_rising", [(a.ts, a.severity, a.summary) for a in alerts]
+    assert int(pages[0].ts.timestamp() * 1000) < rise + 6 * fl.HOUR
+    assert (pages[0].attribute, pages[0].value) == ("gpu_model", "H100")
+
+
 @pytest.mark.parametrize(("detectors", "paged"), [
     (["hardware_correlation"], False),
     (["signature_spike", "hardware_correlation"], True),
