@@ -4,7 +4,9 @@ Keyed by signature. It counts *units* (``detectors.units``: a job once, a
 host once an hour, bursts capped), so a job-wide abort is one incident and a
 crash-looping pod one unit an hour, in windows of an hour, four hours and a
 day, against the signature's own learned hour-of-day rate and dispersion
-(``detectors.rate``). A signature never seen before gets the learned prior of
+(``detectors.rate``), and over three and seven days (a host once a day
+there), where a deploy that tripled a signature for good shows when no
+single day does. A signature never seen before gets the learned prior of
 new signatures. All numbers are in ``DetectorConfig`` (``sig_*``).
 """
 
