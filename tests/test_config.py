@@ -97,6 +97,17 @@ def test_cross_field_checks_name_the_file(tmp_path: Path) -> None:
         load(cfg, DetectorConfig)
 
 
+@pytest.mark.parametrize("days", ["[7, 3]", "[1]", "[3, 14]"])
+def test_multi_day_windows_are_checked(tmp_path: Path, days: str) -> None:
+    """The baseline keeps six whole days: a 14-day window would silently be a week."""
+    cfg = tmp_path / "detectors.yaml"
+    cfg.write_text(f"sig_days: {days}\n")
+    with pytest.raises(ConfigFileError, match="sig_days needs whole days from 2 to 7, shortest first"):
+        load(cfg, DetectorConfig)
+    cfg.write_text("sig_days: []\n")
+    assert load(cfg, DetectorConfig).sig_days == ()
+
+
 def test_aliases_are_counted_as_what_they_expand_to(tmp_path: Path) -> None:
     """A "billion laughs" file: 10 levels of 10 aliases would be 10^10 values once converted."""
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
