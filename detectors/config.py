@@ -71,7 +71,7 @@ class DetectorConfig:
     #: Sliding windows a key's units are counted over, side by side: minutes to a day.
     sig_windows_s: tuple[float, ...] = (3600.0, 4 * 3600.0, 24 * 3600.0)
     #: Multi-day windows, in days, tested hourly beside those: the sliding day window plus the
-    #: key's last whole days, against the baseline as it stood on each. A deploy that doubles a
+    #: key's last whole days, against the baseline as it stood on each. A deploy that triples a
     #: signature for good is an ordinary day's swing on any one day and a rise over three or
     #: seven (docs/detectors.md). Each at most 7; () turns them off.
     sig_days: tuple[int, ...] = (3, 7)

@@ -348,27 +348,20 @@ class RateSpike(Struct):
         n_short = len(self.sizes)
         for i, (mu, phi, hist_h) in enumerate(exp):
             obs = counts[i]
-            if i >= n_short:
-                # a multi-day window (eligible: ``_days``), whose units must also be spread over the last day
-                if obs >= max(self.min_units, self.min_ratio * mu) and st.win.spread(n_short - 1) >= self.min_spread:
-                    size = nb_size(phi)
-                    if obs >= nb_threshold(mu, size, self.alpha):
-                        p = nb_sf(obs, mu, size)
-                        if best is None or p < best[0]:
-                            best = (p, i)
-                continue
-            if hist_h < max(MIN_HISTORY_H, min(self.windows_s[i] / 3600.0, DAY_H)):
-                # no baseline yet for this window: the key's first hours are inside it, or (a day window)
-                # the hour-of-day profile has not seen every hour of the day it is compared over
-                continue
-            if self.windows_s[i] > NEW_KEY_WINDOW_S and age_ms < self.windows_s[i] * 1000:
-                # a key younger than a long window: its first day says when it appeared, not that it
-                # rose (in a long tail, hundreds of ordinary keys show up hours in); short windows only
-                continue
+            if i < n_short:
+                if hist_h < max(MIN_HISTORY_H, min(self.windows_s[i] / 3600.0, DAY_H)):
+                    # no baseline yet for this window: the key's first hours are inside it, or (a day window)
+                    # the hour-of-day profile has not seen every hour of the day it is compared over
+                    continue
+                if self.windows_s[i] > NEW_KEY_WINDOW_S and age_ms < self.windows_s[i] * 1000:
+                    # a key younger than a long window: its first day says when it appeared, not that it
+                    # rose (in a long tail, hundreds of ordinary keys show up hours in); short windows only
+                    continue
+            # (a multi-day window is eligible once ``_days`` lists it; its units' spread is the last day's)
             if obs < self.min_units or obs < self.min_ratio * mu:
                 continue
             size = nb_size(phi)
-            if obs < nb_threshold(mu, size, self.alpha) or st.win.spread(i) < self.min_spread:
+            if obs < nb_threshold(mu, size, self.alpha) or st.win.spread(min(i, n_short - 1)) < self.min_spread:
                 continue
             p = nb_sf(obs, mu, size)
             if best is None or p < best[0]:

@@ -244,7 +244,7 @@ class DailyBaseline(Struct):
 
         Added to the hours not folded yet (the sliding day window), this
         is a window of ``days + 1`` days and some hours: a sustained rise (a
-        deploy that doubled a signature) adds up day after day, while a single
+        deploy that tripled a signature) adds up day after day, while a single
         day's swing is diluted. The expectations are the baseline's as each
         hour was folded, so the window is compared with what was normal then.
         """
