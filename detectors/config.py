@@ -110,8 +110,11 @@ class DetectorConfig:
     host_min_units: float = 4.0
     #: And at least this many times the expected.
     host_min_ratio: float = 4.0
-    #: Negative binomial size of a host's count around its peers' rate (hosts differ).
+    #: Negative binomial size of a host's count around its peers' rate (hosts differ): the shape of
+    #: the gamma of host propensities, before a host's own past sharpens it (docs/detectors.md).
     host_nb_size: float = 4.0
+    #: The most a host's own past sharpens it: jobs move, a host's propensity drifts.
+    host_nb_max_size: float = 32.0
     #: Hosts of a cohort needed before it is a peer group.
     host_min_peers: int = 5
     #: Crash units: an odd-shaped crash (bit flip, non-canonical address, misaligned stack)
@@ -230,6 +233,9 @@ class DetectorConfig:
                 list(self.sig_days) != sorted(set(self.sig_days)):
             raise ConfigError(f"sig_days needs whole days from 2 to {PAST_DAYS + 1}, shortest first, got "
                               f"{self.sig_days}")
+        if not 0 < self.host_nb_size <= self.host_nb_max_size:
+            raise ConfigError(f"host_nb_size must be positive and at most host_nb_max_size, got {self.host_nb_size} "
+                              f"and {self.host_nb_max_size}")
         if self.max_keys < 1 or self.jump_quorum_hosts < 1 or self.max_held_events < 0:
             raise ConfigError("max_keys and jump_quorum_hosts must be >= 1, max_held_events >= 0")
 

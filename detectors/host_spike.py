@@ -79,6 +79,9 @@ class Evidence(Struct):
     #: cpu -> [inflated decayed crashes at the long-run scale, signatures seen on it]
     cpus: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
     loop_ticket_until_ms: int = 0
+    #: signatures ticketed as this host's crash loop -> ms of their last crash: explained, they no longer
+    #: count against its peers while they keep looping
+    loops: dict[str, int] = field(default_factory=dict)
     silicon_until_ms: int = 0
     last_ms: int = 0
 
@@ -97,7 +100,7 @@ class HostSpike:
     """Fires once per episode when a host stands out; says whether it is sick, broken, looping or chronic."""
 
     name: ClassVar[str] = "host_spike"
-    state_version: ClassVar[str] = "host_spike/2"
+    state_version: ClassVar[str] = "host_spike/3"
 
     def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
         c = self.config = config
@@ -111,6 +114,7 @@ class HostSpike:
         self._app_xids = frozenset(c.app_xid_codes)
         self._unit_ms = int(c.unit_span_s * 1000)
         self._step_ms = c.step_ms
+        self._loop_gap_ms = 86_400_000
 
     # ------------------------------------------------------------------ folding
     def fold(self, case: Case, ctx: Context) -> None:
@@ -140,7 +144,16 @@ class HostSpike:
         e.crashes += n
         self.state.crash_touched.add(case.host)
         odd = odd_shape(crash, c.host_bitflip_min)
-        if odd:
+        looping = e.loops.get(sig)
+        if looping is not None:
+            if case.ts_ms - looping < self._loop_gap_ms:
+                e.loops[sig] = max(looping, case.ts_ms)
+            else:
+                del e.loops[sig]  # it stopped for a day: a new loop is news again
+                looping = None
+        if looping is not None and not odd:
+            w = 0.0
+        elif odd:
             e.odd += gd
             w = c.host_odd_weight
         else:
@@ -227,12 +240,13 @@ class HostSpike:
         if sig is None:  # top > 0 above: the host has crashed with a signature
             return None
         e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
+        e.loops[sig] = now_ms
         v = PeerVerdict(host, "crash", "firing", now_ms, crashes * top, 0.0, 86400.0, "a crash loop")
         summary = (f"host {host} has a crash loop: {crashes * top:.3g} crashes of one signature over ~a day "
                    f"({top:.0%} of its crashes; a pod restarting, for its owners to fix): {sig[:90]}")
         notes = [f"crash loop: >= {c.loop_min_crashes:g} crashes of one (host, signature) within about a day, "
                  f">= {c.loop_min_share:.0%} of the host's crashes, no odd shapes, no hardware errors; the host's "
-                 f"count against its peers counts such a loop once an hour"]
+                 f"count against its peers counted the loop once an hour, and leaves it out while it loops"]
         return self._alert(v, "crash_loop", None, summary, notes, incident=incident_signature(sig))
 
     def _day_evidence(self, host: str, g: tuple[float, ...]) -> tuple[float, int, float, float, float]:
@@ -270,6 +284,9 @@ class HostSpike:
             if now_ms < e.loop_ticket_until_ms:
                 return None
             e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
+            top_sig = self._top_signature(host)
+            if top_sig is not None:
+                e.loops[top_sig] = now_ms
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
         else:
             finding, what = "sick_host", "crashing far above its peers"

@@ -98,6 +98,8 @@ class HostPeers(Struct):
     min_units: float
     min_ratio: float
     nb_size: float
+    #: the most a host's past may sharpen its test (its propensity drifts as its jobs change)
+    nb_max_size: float
     min_peers: int
     chronic_alpha: float
     chronic_min_ratio: float
@@ -183,42 +185,64 @@ class HostPeers(Struct):
         return st.c[i] / g[i], st.d[i] / (g[i] * g[i])
 
     def _rates(self, ch: Channel, host: str, st: HostCounts, i: int, now_ms: int, g: tuple[float, ...],
-               inventory: Inventory, clock: DecayClock, use_own: bool = True) -> tuple[float, str, float]:
-        """(units per host-hour expected, its basis, the host's own exposure in hours) at scale ``i``."""
+               inventory: Inventory, clock: DecayClock, use_own: bool = True) -> tuple[float, str, float, float]:
+        """(units per host-hour expected, its basis, the host's own exposure in hours, NB size) at scale ``i``.
+
+        Hosts differ (some run crashier jobs): a host's rate is its peers' rate times a propensity
+        of its own, gamma-distributed over hosts with shape ``nb_size`` and mean 1. With no past
+        that is all one knows, and the count is negative binomial of that size around the peers'
+        rate. A host with a past has shown its propensity: its older units against what its peers'
+        rate over the same hours expected update the gamma (shape ``nb_size + older units``), so a
+        host with a week of ordinary history is tested nearly as a Poisson count around its own
+        level, and one that always crashed more expects more.
+        """
         tau = clock.scales_s[i]
+        L, A = self.longrun, self.acute[-1]
         mine = st.c[i] / g[i] if not st.chronic else 0.0
         h_own = exposure_hours(inventory.since.get(host, now_ms), now_ms, tau)
+        # the host's own earlier rate: the long-run kernel minus the longest acute one (a day), so
+        # that an outbreak of the last hours is not yet part of what it is compared with
+        older = max(st.c[L] / g[L] - st.c[A] / g[A], 0.0)
+        since = inventory.since.get(host, now_ms)
+        h_old = exposure_hours(since, now_ms, clock.scales_s[L]) - exposure_hours(since, now_ms, clock.scales_s[A])
+        learn = use_own and not st.chronic and h_old >= 1.0
+        a = self.nb_size
+        size = min(a + older, self.nb_max_size) if learn else a
         best, basis = 0.0, "no peers yet"
         for key in ("", *inventory.latest_keys(host)):
             if key and inventory.sizes.get(key, 0) < self.min_peers:
                 continue
             acc = ch.groups.get(key)
+            ex = inventory.exposure(split_key(key), now_ms)
             units = (acc[i] / g[i] if acc is not None else 0.0) - mine
-            expo = inventory.exposure(split_key(key), now_ms)[i] - (h_own if not st.chronic else 0.0)
+            expo = ex[i] - (h_own if not st.chronic else 0.0)
             if expo <= 0:
                 continue
             r = max(units, 0.0) / expo
+            prop = 1.0
+            if learn and acc is not None:
+                old_units = acc[L] / g[L] - acc[A] / g[A] - older
+                old_expo = ex[L] - ex[A] - h_old
+                if old_expo > 0:
+                    prop = (a + older) / (a + max(old_units, 0.0) / old_expo * h_old)
+            r *= prop
             if r > best or basis == "no peers yet":
                 if key:
-                    a, v = split_key(key)
-                    basis = f"peers with {a}={v} ({inventory.sizes.get(key, 0)} hosts)"
+                    ak, v = split_key(key)
+                    basis = f"peers with {ak}={v} ({inventory.sizes.get(key, 0)} hosts)"
                 else:
                     basis = f"the fleet ({inventory.active_hosts} hosts)"
+                if learn:
+                    basis += f" x {prop:.2g}, the host's propensity ({h_old:.0f} h)"
                 best = max(best, r)
-        # the host's own earlier rate: the long-run kernel minus the longest acute one (a day), so
-        # that an outbreak of the last hours is not yet part of what it is compared with
-        L, A = self.longrun, self.acute[-1]
-        older = st.c[L] / g[L] - st.c[A] / g[A]
-        since = inventory.since.get(host, now_ms)
-        h_old = exposure_hours(since, now_ms, clock.scales_s[L]) - exposure_hours(since, now_ms, clock.scales_s[A])
         if use_own and h_old >= 1.0 and older > 0:
             own = older / h_old
             if own > best:
                 best, basis = own, f"the host's own earlier rate ({h_old:.0f} h)"
-        return best, basis, h_own
+        return best, basis, h_own, size
 
     def _test(self, st: HostCounts, i: int, rate: float, h_own: float, g: tuple[float, ...],
-              alpha: float) -> tuple[bool, float, float, float]:
+              alpha: float, size: float) -> tuple[bool, float, float, float]:
         """(passes, p, observed, expected) of the host's count since its last report at scale ``i``."""
         obs, sq = self._news(st, i, g)
         mu = rate * h_own
@@ -228,7 +252,7 @@ class HostPeers(Struct):
         if min(n_eff, obs) < self.min_units or obs < self.min_ratio * mu:
             return False, 1.0, obs, mu
         mu_eff = mu * n_eff / obs if obs > 0 else mu
-        p = nb_sf_real(n_eff, mu_eff, self.nb_size)
+        p = nb_sf_real(n_eff, mu_eff, size)
         return p < alpha, p, obs, mu
 
     def _acute(self, name: str, ch: Channel, host: str, st: HostCounts, now_ms: int, g: tuple[float, ...],
@@ -239,9 +263,9 @@ class HostPeers(Struct):
             for i in self.acute:
                 if i > st.fired_scale:
                     break  # a longer scale keeps the excess long after it ended
-                rate, _, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
-                                             name not in self.peers_only)
-                if self._test(st, i, rate, h_own, g, self.resolve_alpha)[0]:
+                rate, _, h_own, size = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
+                                                   name not in self.peers_only)
+                if self._test(st, i, rate, h_own, g, self.resolve_alpha, size)[0]:
                     return None
             st.firing = False
             ch.firing.discard(host)
@@ -252,28 +276,28 @@ class HostPeers(Struct):
                                notes=(f"resolved: no scale significant at p < {self.resolve_alpha:g} against peers",))
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
             return None
-        best: tuple[float, int, float, float, str] | None = None
+        best: tuple[float, int, float, float, str, float] | None = None
         since = inventory.since.get(host, now_ms)
         for i in self.acute:
             obs, sq = self._news(st, i, g)
             h_own = exposure_hours(since, now_ms, clock.scales_s[i])
             if kish_n(obs, sq) < self.min_units or obs < self.min_ratio * fleet[i] * h_own:
                 continue  # cannot pass: the fleet's rate alone expects too much
-            rate, basis, h_own = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
-                                             name not in self.peers_only)
-            ok, p, obs, mu = self._test(st, i, rate, h_own, g, self.alpha)
+            rate, basis, h_own, size = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
+                                                   name not in self.peers_only)
+            ok, p, obs, mu = self._test(st, i, rate, h_own, g, self.alpha, size)
             if ok and (best is None or p < best[0]):
-                best = (p, i, obs, mu, basis)
+                best = (p, i, obs, mu, basis, size)
         if best is None:
             return None
-        p, i, obs, mu, basis = best
+        p, i, obs, mu, basis, size = best
         st.firing, st.fired_ms, st.fired_scale = True, now_ms, i
         ch.firing.add(host)
         n_eff = kish_n(*self._news(st, i, g))
         tau_h = clock.scales_s[i] / 3600
         return PeerVerdict(host, name, "firing", now_ms, obs, mu, clock.scales_s[i], basis, p, notes=(
             f"peer test: {obs:.3g} units (~{n_eff:.3g} independent reports) at the {tau_h:g} h scale vs "
-            f"{mu:.3g} expected from {basis}, negative binomial size {self.nb_size:g}, p={p:.3g} < {self.alpha:g}",))
+            f"{mu:.3g} expected from {basis}, negative binomial size {size:.3g}, p={p:.3g} < {self.alpha:g}",))
 
     def _chronic_sweep(self, now_ms: int, g: tuple[float, ...], inventory: Inventory,
                        clock: DecayClock) -> list[PeerVerdict]:
@@ -379,7 +403,7 @@ def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_
     scales = list(clock.scales_s)
     return HostPeers(acute=[scales.index(s) for s in c.host_scales_s], longrun=scales.index(c.host_longrun_s),
                      alpha=alpha, resolve_alpha=c.host_resolve_alpha, min_units=min_units, min_ratio=min_ratio,
-                     nb_size=c.host_nb_size, min_peers=c.host_min_peers, chronic_alpha=c.chronic_alpha,
+                     nb_size=c.host_nb_size, nb_max_size=c.host_nb_max_size, min_peers=c.host_min_peers, chronic_alpha=c.chronic_alpha,
                      chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
                      chronic_min_ms=int(c.chronic_min_days * DAY_MS), warmup_ms=int(c.warmup_s * 1000),
                      cooldown_ms=int(c.cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),

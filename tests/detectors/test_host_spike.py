@@ -146,3 +146,64 @@ def test_both_channels_firing_in_one_step_page_once_and_resolve_once(fl: SimpleN
     alerts = [a for a in fl.run(events, detectors=["host_spike"], end_ms=end) if a.host == "h0042"]
     assert [a.state for a in alerts] == ["firing", "resolved"], [(a.state, a.summary) for a in alerts]
     assert alerts[0].finding == "suspected_bad_silicon"
+
+
+def _busy_week(fl: SimpleNamespace, end: int) -> list:
+    """A noisy fleet (~5 crashes a host-day over 60 signatures) with a week of history."""
+    return [*fl.background(200, fl.T0, end, rate_h=40.0, n_sigs=60), *fl.telemetry_background(200, fl.T0, end)]
+
+
+def _failing_memory(fl: SimpleNamespace, at: int) -> list:
+    """Plain SIGBUS crashes across signatures at 2/h for 10 hours and an Xid 48 every 2 hours: no odd shapes."""
+    out = [fl.crash(at + i * 30 * fl.MIN, "h0042", f"sig{(7 * i) % 60:02d}", fault_class="mapped", signal="SIGBUS")
+           for i in range(20)]
+    out += [fl.tel(at + 20 * fl.MIN + k * 2 * fl.HOUR, "h0042", "xid", 48) for k in range(5)]
+    return out
+
+
+def test_failing_memory_on_a_host_with_an_ordinary_week_pages(fl: SimpleNamespace) -> None:
+    """A week of ordinary history sharpens the test: eight units in six hours are news for this host.
+
+    Among peers at ~5 crashes a host-day, 12 crashes in 12 hours and three
+    Xid 48 are a few times the peers' rate: against any host (a gamma of
+    propensities of shape ``host_nb_size``) that is a crashier job, not a
+    failing host (no page with ``host_nb_max_size`` = ``host_nb_size``). But
+    this host crashed like its peers for a week; a host shown ordinary is
+    tested nearly as a Poisson count around its own level, and pages.
+    """
+    at = fl.T0 + 7 * fl.DAY
+    end = at + fl.DAY
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), _failing_memory(fl, at))
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
+    pages = [a for a in alerts if a.severity == "page"]
+    assert [(a.host, a.finding) for a in pages] == [("h0042", "hardware_errors")], [a.summary for a in alerts]
+    assert "propensity" in (pages[0].summary or "")
+    c = DetectorConfig()
+    blind = DetectorConfig(host_nb_max_size=c.host_nb_size)
+    old = fl.firing(fl.run(events, config=blind, detectors=["host_spike"], end_ms=end))
+    assert not [a for a in old if a.severity == "page"], [a.summary for a in old]
+
+
+def test_a_host_that_always_crashed_more_is_not_sick(fl: SimpleNamespace) -> None:
+    """A host that has run crashier jobs (4x its peers) all along: its past says so, it never pages."""
+    end = fl.T0 + 8 * fl.DAY
+    extra = [fl.crash(t, "h0077", f"sig{(t // fl.HOUR) % 60:02d}") for t in range(fl.T0, end, 100 * fl.MIN)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), extra)
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
+    assert not [a for a in alerts if a.severity == "page"], [a.summary for a in alerts]
+
+
+def test_a_ticketed_crash_loop_leaves_its_host_s_count(fl: SimpleNamespace) -> None:
+    """A pod crash-looping for two days on a host with an ordinary week: one ticket, then no page.
+
+    The loop counts once an hour against the host's peers until it is a
+    ticket; after that its crashes are explained. Counted on, 24 units a day
+    on a host shown to crash 5 paged as a sick host the next morning.
+    """
+    at = fl.T0 + 6 * fl.DAY
+    end = at + 2 * fl.DAY
+    loop = [fl.crash(t, "h0042", "app!main | libc!abort") for t in range(at, end, 5 * fl.MIN)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), loop)
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
+    assert [(a.host, a.severity, a.finding) for a in alerts] == [("h0042", "ticket", "crash_loop")], \
+        [a.summary for a in alerts]
