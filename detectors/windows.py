@@ -272,14 +272,23 @@ class DailyBaseline(Struct):
         """phi of ``var = mu + phi mu^2``: the key's own, shrunk toward ``prior`` by ``prior_n`` observations.
 
         A handful of days says little about how a key swings from day to
-        day: with ``n`` days (or hours) behind the estimate, it weighs
-        ``n / (n + prior_n)`` against the prior.
+        day, and a sparse key's many hours say little more: of a count of
+        mean ``m`` the swing is the share ``phi m / (1 + phi m)`` of its excess
+        variance, and the moment estimate learns from each observation about
+        the square of that share. With ``n`` observations of RMS mean ``m``
+        behind it, the key's own estimate weighs ``n_info / (n_info + prior_n)``
+        against the prior, ``n_info = n (prior m / (1 + prior m))^2``: a busy
+        key's own swing soon rules, a key crashing twice a day keeps the
+        fleet's (its own hourly estimate was noise: 0.06 for a signature
+        whose days swung by a gamma of shape 3.5, and it paged on a 4x day).
         """
         num, den, n = self.moments(daily)
         if den <= 0 or n <= 0:
             return prior
         own = max(num / den, 0.0)
-        return (n * own + prior_n * prior) / (n + prior_n)
+        pm = prior * math.sqrt(den / n)
+        n_info = n * (pm / (1.0 + pm)) ** 2
+        return (n_info * own + prior_n * prior) / (n_info + prior_n)
 
     def own_dispersion(self, daily: bool) -> tuple[float, float] | None:
         """(phi from the key's own counts, observations behind it), or None without any."""

@@ -66,6 +66,24 @@ def test_a_swinging_key_learns_its_dispersion() -> None:
     assert swinging.dispersion(True, 0.05, 7.0) > 10 * calm.dispersion(True, 0.05, 7.0)
 
 
+def test_a_sparse_key_keeps_the_fleet_s_dispersion_a_busy_one_learns_its_own() -> None:
+    """Three hundred hours of a key crashing twice a day say little about its hourly swing; of one at 5/h, much.
+
+    The old weighting counted hours alike (300 hours against a prior of 24):
+    the sparse key's estimate of 0.06, noise, ruled, and a signature whose
+    days swung 4x paged on one.
+    """
+    def key(mu: float, own: float) -> DailyBaseline:
+        b = DailyBaseline.new(0)
+        b.disp_n_h, b.disp_den_h = 300.0, 300.0 * mu * mu
+        b.disp_num_h = own * b.disp_den_h
+        return b
+
+    sparse, busy = key(0.1, 0.06), key(5.0, 0.3)
+    assert sparse.dispersion(False, prior=0.6, prior_n=24.0) > 0.5
+    assert abs(busy.dispersion(False, prior=0.6, prior_n=24.0) - 0.3) < 0.05
+
+
 def test_an_hour_that_fired_is_folded_at_most_at_the_expected_rate() -> None:
     base = DailyBaseline.new(start_hour=0, warm_hours=24.0 * 7)
     for h in range(5):
