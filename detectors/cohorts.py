@@ -48,7 +48,7 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-from fleetepi.detectors.decay import DecayClock, kish_n
+from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n
 from fleetepi.detectors.inventory import Inventory, pair_key, split_key
 from fleetepi.detectors.stats import benjamini_hochberg, binom_sf_real, z_above
 
@@ -495,7 +495,7 @@ class CohortCorrelation(Struct):
                     notes_of[alias].append(f"alias: {a}={v} has exactly the same hosts (confounded; the data "
                                            f"cannot tell them apart)")
                 continue
-            explained = self._explained(st, t, a, v, mine, accepted, g, inventory)
+            explained = self._explained(st, t, a, v, mine, accepted, g, inventory, now_ms, clock.scales_s[t.scale])
             if explained is not None:
                 by, text = explained
                 if by in notes_of:
@@ -504,7 +504,7 @@ class CohortCorrelation(Struct):
             accepted.append((t.pair, mine))
             notes_of[t.pair] = []
             chosen.append(t)
-        chosen = self._narrowest(st, chosen, members, g, inventory, notes_of)
+        chosen = self._narrowest(st, chosen, members, g, inventory, notes_of, now_ms, clock)
         out = []
         for t in chosen:
             pc = st.pairs[t.pair]
@@ -534,7 +534,8 @@ class CohortCorrelation(Struct):
         return out
 
     def _narrowest(self, st: CohortKey, chosen: list[_Test], members: Mapping[tuple[str, str], AbstractSet[str]],
-                   g: tuple[float, ...], inventory: Inventory, notes_of: dict[str, list[str]]) -> list[_Test]:
+                   g: tuple[float, ...], inventory: Inventory, notes_of: dict[str, list[str]], now_ms: int,
+                   clock: DecayClock) -> list[_Test]:
         """Drop a wider cohort found in the same step as narrower ones inside it that explain it.
 
         The wider one (a cluster) often has the smallest p-value and is
@@ -553,7 +554,7 @@ class CohortCorrelation(Struct):
             inner = [(u.pair, sets[u.pair]) for u in chosen if sets[u.pair] < mine]
             if inner and frozenset().union(*(m for _, m in inner)) < mine:
                 a, v = split_key(t.pair)
-                explained = self._explained(st, t, a, v, mine, inner, g, inventory)
+                explained = self._explained(st, t, a, v, mine, inner, g, inventory, now_ms, clock.scales_s[t.scale])
                 if explained is not None:
                     by, text = explained
                     notes_of[by].append(text)
@@ -568,21 +569,27 @@ class CohortCorrelation(Struct):
 
     def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
                    accepted: list[tuple[str, AbstractSet[str]]], g: tuple[float, ...],
-                   inventory: Inventory) -> tuple[str, str] | None:
+                   inventory: Inventory, now_ms: int, tau_s: float) -> tuple[str, str] | None:
         """Is this cohort's excess another, already accepted, cohort's? (accepted pair, note) or None.
 
         Only nesting explains: a wider cohort (a datacenter) whose excess is
         gone outside the accepted cohorts inside it (its rack), or a narrower
         one (a driver rolled out on one GPU model) whose share within an
         accepted wider cohort is what that cohort's hosts give anyway.
-        Crossing cohorts (a GPU batch and a cage) are separate findings.
+        Crossing cohorts (a GPU batch and a cage) are separate findings,
+        unless the accepted one holds the whole excess both ways: nothing
+        left outside it, and within it this cohort's hosts crash at their
+        share (a new driver rolled out mostly to one node pool: the pool
+        holds the driver's cases, and paged hours after the driver did).
         Gone means an insignificant residual whose relative risk is below
         ``min_rr_lower``, not merely a residual too thin to test.
         """
         i = t.scale
         inner = [(apk, amem) for apk, amem in accepted if amem < mine]
         outer = [(apk, amem) for apk, amem in accepted if mine < amem]
-        if not inner and not outer:
+        crossing = [(apk, amem) for apk, amem in accepted
+                    if apk != t.pair and not amem < mine and not mine < amem and amem != mine and amem & mine]
+        if not inner and not outer and not crossing:
             return None
         akey = a + "\x1f"
         units: list[tuple[str, float, tuple[str, ...]]] = []
@@ -606,17 +613,60 @@ class CohortCorrelation(Struct):
                 return inner[0][0], (f"nested: also explains the excess of the wider cohort {a}={v} (outside it: "
                                      f"{k_res:.3g} of {n_res:.3g} units, relative risk {rr_res:.2g}, p={p_res:.3g})")
         for apk, amem in outer:
-            k_in = sum(u for h, u, _ in units if h in mine)
-            n_in = sum(u for h, u, _ in units if h in amem)
-            share = len(mine) / len(amem)
-            if n_in <= 0 or share >= 1:
-                continue
-            p_in = binom_sf_real(k_in, n_in, share)
-            rr_in = rate_ratio_ci(k_in, n_in - k_in, len(mine), len(amem) - len(mine))[0]
-            if p_in > self.explain_alpha and rr_in < self.min_rr_lower:
+            got = self._within(units, mine, amem)
+            if got is not None:
+                k_in, n_in, share, p_in, rr_in = got
                 aa, av = split_key(apk)
                 return apk, (f"within {aa}={av}: {a}={v} holds {k_in:.3g} of its {n_in:.3g} units for {share:.0%} "
                              f"of its hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): the wider cohort's excess")
+        attr_hosts: AbstractSet[str] = inventory.members()[1].get(a, frozenset()) if crossing else frozenset()
+        for apk, amem in crossing:
+            k_res = sum(u for h, u, _ in units if h in mine and h not in amem)
+            n_res = sum(u for h, u, _ in units if h not in amem)
+            fleet_res, n1_res = len(attr_hosts - amem), len(mine - amem)
+            if fleet_res > n1_res > 0 and n_res > 0:
+                p_res = binom_sf_real(k_res, n_res, n1_res / fleet_res)
+                rr_res = rate_ratio_ci(k_res, n_res - k_res, n1_res, fleet_res - n1_res)[0]
+                if p_res <= self.explain_alpha or rr_res >= self.min_rr_lower:
+                    continue
+            # within it, by host-time on it: a roll-out's early hosts (one pool first) held it longest
+            held = {}
+            for h in amem:
+                since = inventory.held_since(h, apk)
+                held[h] = exposure_hours(since, now_ms, tau_s) if since is not None else 0.0
+            got = self._within(units, mine & amem, amem, held, any_rr=True)
+            if got is not None:
+                k_in, n_in, share, p_in, rr_in = got
+                aa, av = split_key(apk)
+                return apk, (f"crossing {aa}={av}: {a}={v} holds no excess outside it ({k_res:.3g} of {n_res:.3g} "
+                             f"units), and within it {k_in:.3g} of {n_in:.3g} for {share:.0%} of its hosts (relative "
+                             f"risk {rr_in:.2g}, p={p_in:.3g}): that cohort's excess")
+        return None
+
+    def _within(self, units: list[tuple[str, float, tuple[str, ...]]], part: AbstractSet[str],
+                whole: AbstractSet[str], held: Mapping[str, float] | None = None, any_rr: bool = False,
+                ) -> tuple[float, float, float, float, float] | None:
+        """(units on ``part``, units on ``whole``, share, p, relative risk) if ``part`` holds only its share.
+
+        The share is of hosts, or of the host-time ``held`` gives each. Only
+        share means insignificant with a relative risk under ``min_rr_lower``;
+        with ``any_rr``, insignificant will do (a crossing cohort with nothing
+        outside the accepted one: its own few units within it cannot tell a
+        risk of 1.5 from 1, and it is tested again as they come).
+        """
+        k_in = sum(u for h, u, _ in units if h in part)
+        n_in = sum(u for h, u, _ in units if h in whole)
+        if held is None:
+            e_in, e_all = float(len(part)), float(len(whole))
+        else:
+            e_in, e_all = sum(held.get(h, 0.0) for h in part), sum(held.get(h, 0.0) for h in whole)
+        share = e_in / e_all if e_all > 0 else 1.0
+        if n_in <= 0 or share >= 1:
+            return None
+        p_in = binom_sf_real(k_in, n_in, share)
+        rr_in = rate_ratio_ci(k_in, n_in - k_in, e_in, e_all - e_in)[0]
+        if p_in > self.explain_alpha and (any_rr or rr_in < self.min_rr_lower):
+            return k_in, n_in, share, p_in, rr_in
         return None
 
     def _longrun_rr(self, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],

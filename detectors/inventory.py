@@ -315,6 +315,20 @@ class Inventory:
         i = bisect_right(hist.times, ts_ms)
         return hist.keys[max(i - 1, 0)]
 
+    def held_since(self, host: str, key: str) -> int | None:
+        """Since when ``host`` has held ``key`` (a ``pair_key``) without a break, as far as its history goes.
+
+        A roll-out's cohort grows for days: a host that took the new driver
+        this morning has been at risk on it for hours, not for the month.
+        """
+        hist = self._hosts.get(host)
+        if hist is None or key not in (hist.keys[-1] or ()):
+            return None
+        i = len(hist.keys) - 1
+        while i > 0 and key in (hist.keys[i - 1] or ()):
+            i -= 1
+        return hist.times[i] if i > 0 else min(hist.times[0], self.since.get(host, hist.times[0]))
+
     def latest_keys(self, host: str) -> tuple[str, ...]:
         hist = self._hosts.get(host)
         return (hist.keys[-1] or ()) if hist is not None else ()

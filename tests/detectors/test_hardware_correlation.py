@@ -191,3 +191,27 @@ def test_a_resolved_cohorts_excess_is_not_news_for_its_nested_twin(fl: SimpleNam
     alerts = [a for a in fl.run(events, detectors=["hardware_correlation"]) if a.signature == sig]
     told = [(a.state, a.attribute, a.value, round((a.ts_ms - at) / fl.HOUR, 1)) for a in alerts]
     assert [x[0] for x in told] == ["firing", "resolved"], told        # not the twin again at the day scale
+
+
+def test_a_pool_that_holds_a_new_driver_is_not_a_second_finding(fl: SimpleNamespace) -> None:
+    """A new driver went mostly to the training pool, and a new signature crashes only on it.
+
+    The driver pages. The pool crosses it (hosts of each outside the other)
+    and holds most of its cases: on its own a cohort at risk x10. But outside
+    the driver nothing is left, and within it the pool crashes at its share:
+    the driver's excess. (Before: a second page for the pool, hours after
+    the driver's.)
+    """
+    hosts = []
+    for h in big_fleet(fl.T0):
+        i = int(h.host[1:])
+        new = (i < 200 and i % 3 == 0) or i in (205, 245, 285, 325, 365)
+        hosts.append(Host(ts=h.ts, host=h.host, attributes={
+            **h.attributes, "node_pool": "train" if i < 200 else "infer", "driver": "560.1" if new else "550.54"}))
+    on_driver = [h.host for h in hosts if h.attributes["driver"] == "560.1"]
+    at = fl.T0 + 2 * fl.DAY
+    sig = "libcuda!cuCtxSynchronize | torch!device_synchronize"
+    cases = [fl.crash(at + i * 10 * fl.MIN, on_driver[(i * 7) % len(on_driver)], sig, job=f"j{i}") for i in range(36)]
+    events = fl.merged(hosts, fl.background(400, fl.T0, at + fl.DAY), cases)
+    alerts = fl.firing(fl.run(events, detectors=["hardware_correlation"]))
+    assert [(a.attribute, a.value) for a in alerts] == [("driver", "560.1")], [a.summary for a in alerts]
