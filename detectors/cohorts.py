@@ -620,6 +620,8 @@ class CohortCorrelation(Struct):
                 return apk, (f"within {aa}={av}: {a}={v} holds {k_in:.3g} of its {n_in:.3g} units for {share:.0%} "
                              f"of its hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): the wider cohort's excess")
         attr_hosts: AbstractSet[str] = inventory.members()[1].get(a, frozenset()) if crossing else frozenset()
+        if crossing and self._moved(units, akey, now_ms, tau_s, inventory):
+            crossing = []
         for apk, amem in crossing:
             k_res = sum(u for h, u, _ in units if h in mine and h not in amem)
             n_res = sum(u for h, u, _ in units if h not in amem)
@@ -642,6 +644,28 @@ class CohortCorrelation(Struct):
                              f"units), and within it {k_in:.3g} of {n_in:.3g} for {share:.0%} of its hosts (relative "
                              f"risk {rr_in:.2g}, p={p_in:.3g}): that cohort's excess")
         return None
+
+    @staticmethod
+    def _moved(units: list[tuple[str, float, tuple[str, ...]]], akey: str, now_ms: int, tau_s: float,
+               inventory: Inventory) -> bool:
+        """Did a host with units take its value of the attribute within about the scale?
+
+        Then the cohort's units are not where its hosts are now: on Titan a
+        failed GPU is replaced by one of the new batch, and the old batch's
+        failures sit on hosts that are new-batch today. Weighed by today's
+        members it would look explained by any cohort it crosses.
+        """
+        cutoff = now_ms - tau_s * 1000.0
+        for h, u, hk in units:
+            if u < DEAD:
+                continue
+            for x in hk:
+                if x.startswith(akey):
+                    since = inventory.held_since(h, x)
+                    if since is not None and since > cutoff and since > inventory.since.get(h, since):
+                        return True  # a change (not its first announcement) within the scale
+                    break
+        return False
 
     def _within(self, units: list[tuple[str, float, tuple[str, ...]]], part: AbstractSet[str],
                 whole: AbstractSet[str], held: Mapping[str, float] | None = None, any_rr: bool = False,

@@ -215,3 +215,29 @@ def test_a_pool_that_holds_a_new_driver_is_not_a_second_finding(fl: SimpleNamesp
     events = fl.merged(hosts, fl.background(400, fl.T0, at + fl.DAY), cases)
     alerts = fl.firing(fl.run(events, detectors=["hardware_correlation"]))
     assert [(a.attribute, a.value) for a in alerts] == [("driver", "560.1")], [a.summary for a in alerts]
+
+
+def test_a_cohort_whose_failing_hosts_leave_it_is_not_explained_away(fl: SimpleNamespace) -> None:
+    """Titan's case: old-batch GPUs fail everywhere, and each failed one is replaced by a new-batch GPU.
+
+    Rack r03 pages first (its old GPUs fail first). The old batch's later
+    failures sit on hosts that are new-batch by the time it is tested, so by
+    today's members it has nothing outside the rack: explained by a cohort
+    it crosses. Its hosts moved within the window: it is its own finding.
+    """
+    at = fl.T0 + 2 * fl.DAY
+    base = {h.host: h.attributes for h in big_fleet(fl.T0)}
+    hosts = [Host(ts=ts_from_ms(fl.T0), host=h, attributes={**a, "batch": "old" if int(h[1:]) % 2 == 0 else "new"})
+             for h, a in base.items()]
+    sig = "gpu!dbe | libcuda!cuMemcpy"
+    rack = [fl.crash(at + i * 10 * fl.MIN, f"h{60 + 2 * i:04d}", sig, job=f"r{i}") for i in range(10)]
+    spread, swaps = [], []
+    for i in range(40):
+        h = f"h{(100 + 14 * i) % 400:04d}"
+        t = at + 2 * fl.HOUR + i * 12 * fl.MIN
+        spread.append(fl.crash(t, h, sig, job=f"s{i}"))
+        swaps.append(Host(ts=ts_from_ms(t + 5 * fl.MIN), host=h, attributes={**base[h], "batch": "new"}))
+    events = fl.merged(hosts, fl.background(400, fl.T0, at + fl.DAY), rack, spread, swaps)
+    alerts = fl.firing(fl.run(events, detectors=["hardware_correlation"]))
+    found = {(a.attribute, a.value) for a in alerts}
+    assert ("batch", "old") in found, [a.summary for a in alerts]
