@@ -588,7 +588,7 @@ class CohortCorrelation(Struct):
         inner = [(apk, amem) for apk, amem in accepted if amem < mine]
         outer = [(apk, amem) for apk, amem in accepted if mine < amem]
         crossing = [(apk, amem) for apk, amem in accepted
-                    if apk != t.pair and not amem < mine and not mine < amem and amem != mine and amem & mine]
+                    if not amem < mine and not mine < amem and amem != mine and amem & mine]
         if not inner and not outer and not crossing:
             return None
         akey = a + "\x1f"
@@ -597,19 +597,11 @@ class CohortCorrelation(Struct):
             hk = inventory.latest_keys(h)
             if any(x.startswith(akey) for x in hk):
                 units.append((h, hc[i] / g[i], hk))
+        attr_hosts: AbstractSet[str] = inventory.members()[1].get(a, frozenset()) if inner or crossing else frozenset()
         if inner:
             union = frozenset().union(*(m for _, m in inner))
-            k_res = sum(u for h, u, hk in units if h not in union and t.pair in hk)
-            n_res = sum(u for h, u, _ in units if h not in union)
-            _, by_attr = inventory.members()
-            fleet_res = len(by_attr.get(a, frozenset()) - union)
-            n1_res = len(mine - union)
-            if fleet_res > n1_res > 0 and n_res > 0:
-                p_res = binom_sf_real(k_res, n_res, n1_res / fleet_res)
-                rr_res = rate_ratio_ci(k_res, n_res - k_res, n1_res, fleet_res - n1_res)[0]
-            else:
-                p_res, rr_res = 1.0, 1.0
-            if p_res > self.explain_alpha and rr_res < self.min_rr_lower:
+            gone, k_res, n_res, p_res, rr_res = self._residual(units, t.pair, mine, union, attr_hosts)
+            if gone:
                 return inner[0][0], (f"nested: also explains the excess of the wider cohort {a}={v} (outside it: "
                                      f"{k_res:.3g} of {n_res:.3g} units, relative risk {rr_res:.2g}, p={p_res:.3g})")
         for apk, amem in outer:
@@ -619,18 +611,12 @@ class CohortCorrelation(Struct):
                 aa, av = split_key(apk)
                 return apk, (f"within {aa}={av}: {a}={v} holds {k_in:.3g} of its {n_in:.3g} units for {share:.0%} "
                              f"of its hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): the wider cohort's excess")
-        attr_hosts: AbstractSet[str] = inventory.members()[1].get(a, frozenset()) if crossing else frozenset()
         if crossing and self._moved(units, akey, now_ms, tau_s, inventory):
             crossing = []
         for apk, amem in crossing:
-            k_res = sum(u for h, u, _ in units if h in mine and h not in amem)
-            n_res = sum(u for h, u, _ in units if h not in amem)
-            fleet_res, n1_res = len(attr_hosts - amem), len(mine - amem)
-            if fleet_res > n1_res > 0 and n_res > 0:
-                p_res = binom_sf_real(k_res, n_res, n1_res / fleet_res)
-                rr_res = rate_ratio_ci(k_res, n_res - k_res, n1_res, fleet_res - n1_res)[0]
-                if p_res <= self.explain_alpha or rr_res >= self.min_rr_lower:
-                    continue
+            gone, k_res, n_res, _, _ = self._residual(units, t.pair, mine, amem, attr_hosts)
+            if not gone:
+                continue
             # within it, by host-time on it: a roll-out's early hosts (one pool first) held it longest
             held = {}
             for h in amem:
@@ -644,6 +630,23 @@ class CohortCorrelation(Struct):
                              f"units), and within it {k_in:.3g} of {n_in:.3g} for {share:.0%} of its hosts (relative "
                              f"risk {rr_in:.2g}, p={p_in:.3g}): that cohort's excess")
         return None
+
+    def _residual(self, units: list[tuple[str, float, tuple[str, ...]]], pair: str, mine: AbstractSet[str],
+                  outside: AbstractSet[str], attr_hosts: AbstractSet[str]) -> tuple[bool, float, float, float, float]:
+        """(gone, units on the cohort, units, p, relative risk) of the cohort's excess on hosts not in ``outside``.
+
+        Gone: insignificant, with a relative risk under ``min_rr_lower``; a
+        residual with no hosts or no units to test is gone too.
+        """
+        k_res = sum(u for h, u, hk in units if h not in outside and pair in hk)
+        n_res = sum(u for h, u, _ in units if h not in outside)
+        fleet_res, n1_res = len(attr_hosts - outside), len(mine - outside)
+        if fleet_res > n1_res > 0 and n_res > 0:
+            p_res = binom_sf_real(k_res, n_res, n1_res / fleet_res)
+            rr_res = rate_ratio_ci(k_res, n_res - k_res, n1_res, fleet_res - n1_res)[0]
+        else:
+            p_res, rr_res = 1.0, 1.0
+        return p_res > self.explain_alpha and rr_res < self.min_rr_lower, k_res, n_res, p_res, rr_res
 
     @staticmethod
     def _moved(units: list[tuple[str, float, tuple[str, ...]]], akey: str, now_ms: int, tau_s: float,

@@ -40,13 +40,15 @@ from fleetepi.detectors.cases import Case
 from fleetepi.detectors.config import DetectorConfig
 from fleetepi.detectors.decay import DecayClock
 from fleetepi.detectors.findings import FINDINGS, incident_host, incident_signature, span
-from fleetepi.detectors.peers import HostPeers, PeerVerdict, host_peers_from_config
+from fleetepi.detectors.peers import DAY_MS, HostPeers, PeerVerdict, host_peers_from_config
 from fleetepi.detectors.stats import score_of
 
 #: Fault classes that no ordinary software bug produces on x86-64.
 ODD_FAULT_CLASSES = frozenset({"non_canonical"})
 #: The peers channel of odd-shaped crashes alone (beside "crash", every crash unit).
 ODD_CHANNEL = "odd_shape"
+#: A ticketed loop's signature is the loop's while it crashes again within this long.
+LOOP_GAP_MS = DAY_MS
 
 
 def odd_shape(crash: Crash, bitflip_min: float) -> bool:
@@ -114,7 +116,6 @@ class HostSpike:
         self._app_xids = frozenset(c.app_xid_codes)
         self._unit_ms = int(c.unit_span_s * 1000)
         self._step_ms = c.step_ms
-        self._loop_gap_ms = 86_400_000
 
     # ------------------------------------------------------------------ folding
     def fold(self, case: Case, ctx: Context) -> None:
@@ -146,7 +147,7 @@ class HostSpike:
         odd = odd_shape(crash, c.host_bitflip_min)
         looping = e.loops.get(sig)
         if looping is not None:
-            if case.ts_ms - looping < self._loop_gap_ms:
+            if case.ts_ms - looping < LOOP_GAP_MS:
                 e.loops[sig] = max(looping, case.ts_ms)
             else:
                 del e.loops[sig]  # it stopped for a day: a new loop is news again
@@ -275,6 +276,7 @@ class HostSpike:
             summary = (f"host {host} has crashed far above its peers for days ({v.observed:.3g} units over "
                        f"~{span(v.window_s)} vs {v.expected:.2g} expected from {v.basis}): a standing condition")
             return self._alert(v, "chronic", v.p_value, summary, [*v.notes, evidence])
+        sig: str | None = None  # the loop's signature, for a crash_loop
         if odd >= 2 and n_sigs >= 2:
             finding, what = "suspected_bad_silicon", "likely silent CPU/memory corruption: drain and test it"
         elif hw >= 2:
@@ -284,9 +286,9 @@ class HostSpike:
             if now_ms < e.loop_ticket_until_ms:
                 return None
             e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
-            top_sig = self._top_signature(host)
-            if top_sig is not None:
-                e.loops[top_sig] = now_ms
+            sig = self._top_signature(host)
+            if sig is not None:
+                e.loops[sig] = now_ms
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
         else:
             finding, what = "sick_host", "crashing far above its peers"
@@ -294,7 +296,6 @@ class HostSpike:
         summary = (f"host {host} {what}: {v.observed:.3g} {units} over ~{span(v.window_s)} vs "
                    f"{v.expected:.2g} expected from {v.basis}; last day: {n_sigs} signatures, {odd:.3g} odd-shaped "
                    f"crashes, {hw:.3g} hardware errors")
-        sig = self._top_signature(host) if finding == "crash_loop" else None
         if sig is not None:
             summary += f": {sig[:90]}"
         return self._alert(v, finding, v.p_value, summary, [*v.notes, evidence],

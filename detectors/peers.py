@@ -403,8 +403,8 @@ def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_
     scales = list(clock.scales_s)
     return HostPeers(acute=[scales.index(s) for s in c.host_scales_s], longrun=scales.index(c.host_longrun_s),
                      alpha=alpha, resolve_alpha=c.host_resolve_alpha, min_units=min_units, min_ratio=min_ratio,
-                     nb_size=c.host_nb_size, nb_max_size=c.host_nb_max_size, min_peers=c.host_min_peers, chronic_alpha=c.chronic_alpha,
-                     chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
+                     nb_size=c.host_nb_size, nb_max_size=c.host_nb_max_size, min_peers=c.host_min_peers,
+                     chronic_alpha=c.chronic_alpha, chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
                      chronic_min_ms=int(c.chronic_min_days * DAY_MS), warmup_ms=int(c.warmup_s * 1000),
                      cooldown_ms=int(c.cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),
                      ttl_ms=int(c.key_ttl_s * 1000))
