@@ -97,6 +97,15 @@ def test_cross_field_checks_name_the_file(tmp_path: Path) -> None:
         load(cfg, DetectorConfig)
 
 
+@pytest.mark.parametrize("text", ["host_nb_size: 40\n", "host_nb_size: 0\n", "host_nb_max_size: 2\n"])
+def test_a_host_s_nb_sizes_are_checked(tmp_path: Path, text: str) -> None:
+    """A host's past may only sharpen its test: the size with no past is at most the size with one."""
+    cfg = tmp_path / "detectors.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigFileError, match="host_nb_size must be positive and at most host_nb_max_size"):
+        load(cfg, DetectorConfig)
+
+
 @pytest.mark.parametrize("days", ["[7, 3]", "[1]", "[3, 14]"])
 def test_multi_day_windows_are_checked(tmp_path: Path, days: str) -> None:
     """The baseline keeps six whole days: a 14-day window would silently be a week."""
