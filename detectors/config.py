@@ -88,6 +88,9 @@ class DetectorConfig:
     baseline_halflife_days: float = 7.0
     #: Pseudo-hours of the key's all-day rate mixed into each hour-of-day rate.
     hour_prior_h: float = 4.0
+    #: ... or this many units' worth of it, whichever is more: a sparse key's profile stays flat until its
+    #: slots have seen as many units (a slot's share of a daily cycle of +-30 % is known to ~1/sqrt(units)).
+    hour_prior_units: float = 10.0
     #: Weight, in hours, of a new key's prior rate (learned: the first-day rate of new keys).
     prior_weight_h: float = 12.0
     #: Lower bound of that learned prior, units per hour: one case a day across the fleet, below
@@ -212,7 +215,7 @@ class DetectorConfig:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("warmup_s", "cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",
-                     "ticket_cooldown_s"):
+                     "ticket_cooldown_s", "hour_prior_units"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.step_s % 1 or self.step_s < 1:

@@ -140,19 +140,23 @@ class RateSpike(Struct):
     disp_prior_h: float = 0.0
     disp_prior_d: float = 0.0
     late: int = 0
+    #: a slot's prior as units of the all-day rate (``windows.slot_weight``); 0: ``hour_w`` hours only
+    hour_units: float = 0.0
 
     @classmethod
     def new(cls, *, step_s: float, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float, min_units: int,
             min_spread: int, min_ratio: float, halflife_days: float, hour_prior_h: float, prior_weight_h: float,
             prior_floor_per_h: float, dispersion_prior: float, warmup_s: float,
-            cooldown_s: float, key_ttl_s: float, max_keys: int, days: tuple[int, ...] = ()) -> RateSpike:
+            cooldown_s: float, key_ttl_s: float, max_keys: int, days: tuple[int, ...] = (),
+            hour_prior_units: float = 0.0) -> RateSpike:
         sizes = sorted({max(1, round(w / step_s)) for w in windows_s})
         # the multi-day windows extend the day window: without one (a custom set of shorter windows) there are none
         days_ok = list(days) if sizes[-1] * step_s == DAY_H * 3600 else []
         return cls(int(step_s * 1000), sizes, [n * step_s for n in sizes], alpha, resolve_alpha, min_units,
                    min_spread, min_ratio, decay_per_day(halflife_days), hour_prior_h, prior_weight_h,
                    prior_floor_per_h, dispersion_prior, int(warmup_s * 1000),
-                   int(cooldown_s * 1000), int(key_ttl_s * 1000), max_keys, days_ok, prior_rate=prior_floor_per_h)
+                   int(cooldown_s * 1000), int(key_ttl_s * 1000), max_keys, days_ok, prior_rate=prior_floor_per_h,
+                   hour_units=hour_prior_units)
 
     # ------------------------------------------------------------------ folding
     def observe(self, key: str, w: float, ts_ms: int, host: str | None = None) -> None:
@@ -218,7 +222,7 @@ class RateSpike(Struct):
                 continue
             st.win.roll(b)
             hour = (b - self.sizes[-1] + 1) * self.step_ms // HOUR_MS
-            st.base.fold_until(hour, self.decay, self.prior_rate, self.prior_w, self.hour_w)
+            st.base.fold_until(hour, self.decay, self.prior_rate, self.prior_w, self.hour_w, self.hour_units)
             v = self._decide_key(key, st, b, horizon_ms, now_ms)
             if v is not None:
                 out.append(v)
@@ -236,12 +240,17 @@ class RateSpike(Struct):
         # a key with a day of folded history is compared with it at every window (one computation); a
         # younger one also with its unfolded hours older than each window
         settled = sum(base.e) >= DAY_H
-        folded = base.rates(self.prior_rate, self.prior_w, self.hour_w) if settled else None
+        # the baseline is an average of the few days it has seen, each as swinging as the key's days: early on,
+        # its own error is most of a window's uncertainty (a key that ran at a third of its level on its first
+        # day is at 10x on its second, and that is a day, not an outbreak)
+        base_err = base.dispersion(True, self.disp_prior_d, DISP_PRIOR_DAYS) / max(sum(base.e) / DAY_H, 1.0)
+        folded = base.rates(self.prior_rate, self.prior_w, self.hour_w, hour_units=self.hour_units) if settled else None
         folded_units = base.units() if settled else 0.0
         for i, n in enumerate(self.sizes):
             start = (b - n + 1) * self.step_ms
             before_h = start // HOUR_MS
-            rates = folded if folded is not None else base.rates(self.prior_rate, self.prior_w, self.hour_w, before_h)
+            rates = folded if folded is not None else base.rates(self.prior_rate, self.prior_w, self.hour_w, before_h,
+                                                                  self.hour_units)
             mu = 0.0
             t = start
             while t < horizon_ms:
@@ -255,7 +264,7 @@ class RateSpike(Struct):
             # may well run at twice the rate its few cases suggest; a busy key's rate is known. Added to
             # the prior only: the key's own moments, taken against its estimated rate, hold it already
             learned = (folded_units if settled else base.units(before_h)) + self.prior_rate * self.prior_w
-            phi = _phi_up(base.dispersion(daily, prior + 1.0 / learned, prior_n))
+            phi = _phi_up(base.dispersion(daily, prior + 1.0 / learned + base_err, prior_n))
             out.append((mu / HOUR_MS, phi, base.history_h(None if settled else before_h)))
         return out
 
@@ -465,6 +474,7 @@ def rate_spike_from_config(cfg: DetectorConfig, *, alpha: float | None = None, m
                          resolve_alpha=c.sig_resolve_alpha, min_units=c.sig_min_units if min_units is None else min_units,
                          min_spread=c.sig_min_spread, min_ratio=c.sig_min_ratio if min_ratio is None else min_ratio,
                          halflife_days=c.baseline_halflife_days, hour_prior_h=c.hour_prior_h,
+                         hour_prior_units=c.hour_prior_units,
                          prior_weight_h=c.prior_weight_h, prior_floor_per_h=c.prior_rate_floor_per_h,
                          dispersion_prior=c.dispersion_prior, days=c.sig_days,
                          warmup_s=c.warmup_s, cooldown_s=c.cooldown_s, key_ttl_s=c.key_ttl_s, max_keys=c.max_keys)

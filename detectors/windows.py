@@ -82,6 +82,22 @@ class Windows(Struct):
         return sum(1 for j in range(self.head - self.sizes[i] + 1, self.head + 1) if self.cells[j % n] > 0)
 
 
+def slot_weight(overall: float, hour_w: float, hour_units: float) -> float:
+    """Pseudo-hours of the all-day rate in one hour-of-day slot: ``hour_w``, or ``hour_units`` units' worth.
+
+    A slot's own rate is as good as the units it saw: a key at 0.03 an hour
+    has seen about one unit per slot after a week, and a slot it happened to
+    be silent in would be tested at half the all-day rate (four units in one
+    hour of it then look like a 1e-9 event). Weighing the all-day rate as
+    ``hour_units`` units keeps a sparse key's profile flat until its slots
+    hold as many; a busy key (5 an hour) still learns its daily cycle in a
+    day, ``hour_w`` hours being the floor.
+    """
+    if hour_units <= 0.0 or overall <= 0.0:
+        return hour_w
+    return max(hour_w, hour_units / overall)
+
+
 class DailyBaseline(Struct):
     """Units per hour, by hour of day (UTC), learned from the key's own past, with its dispersion.
 
@@ -151,12 +167,14 @@ class DailyBaseline(Struct):
         """The key fired: the hours still pending are outbreak, not baseline."""
         self.pending = [(h, a, True, sp) for h, a, _, sp in self.pending]
 
-    def rate(self, slot: int, prior_rate: float, prior_w: float, hour_w: float) -> float:
+    def rate(self, slot: int, prior_rate: float, prior_w: float, hour_w: float, hour_units: float = 0.0) -> float:
         c, e = self.c, self.e
         overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
-        return (c[slot] + hour_w * overall) / (e[slot] + hour_w)
+        w = slot_weight(overall, hour_w, hour_units)
+        return (c[slot] + w * overall) / (e[slot] + w)
 
-    def rates(self, prior_rate: float, prior_w: float, hour_w: float, before_hour: int | None = None) -> list[float]:
+    def rates(self, prior_rate: float, prior_w: float, hour_w: float, before_hour: int | None = None,
+              hour_units: float = 0.0) -> list[float]:
         """Units per hour for each hour of day.
 
         :param before_hour: also count the hours not folded yet (the guard band)
@@ -173,7 +191,8 @@ class DailyBaseline(Struct):
                 c[slot] += p.get(h, 0.0)
                 e[slot] += 1.0
         overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
-        return [(c[h] + hour_w * overall) / (e[h] + hour_w) for h in range(DAY_H)]
+        w = slot_weight(overall, hour_w, hour_units)
+        return [(c[h] + w * overall) / (e[h] + w) for h in range(DAY_H)]
 
     def units(self, before_hour: int | None = None) -> float:
         """Units the rates were learned from (folded, and unfolded ones before ``before_hour``)."""
@@ -186,9 +205,9 @@ class DailyBaseline(Struct):
         return sum(self.e) + extra
 
     def _fold_hour(self, h: int, acc: float, fired: bool, decay_h: float, decay: float, prior_rate: float,
-                   prior_w: float, hour_w: float, spread: float = 0.0) -> None:
+                   prior_w: float, hour_w: float, spread: float = 0.0, hour_units: float = 0.0) -> None:
         slot = h % DAY_H
-        mu = self.rate(slot, prior_rate, prior_w, hour_w)
+        mu = self.rate(slot, prior_rate, prior_w, hour_w, hour_units)
         if fired:
             # the rate learns at most the expectation from an hour that fired (an outbreak is not the new
             # normal), and the dispersion nothing: a capped hour would add (mu - mu)^2 - mu < 0, and a key
@@ -220,12 +239,13 @@ class DailyBaseline(Struct):
         self.e[slot] = self.e[slot] * decay + 1.0
 
     def _silent(self, start: int, end: int, decay_h: float, decay: float, prior_rate: float, prior_w: float,
-                hour_w: float) -> None:
+                hour_w: float, hour_units: float = 0.0) -> None:
         """Fold the silent hours ``start .. end - 1`` one by one (bit-identical however the gap is cut)."""
         for h in range(start, min(end, start + MAX_SILENT_H)):
-            self._fold_hour(h, 0.0, False, decay_h, decay, prior_rate, prior_w, hour_w)
+            self._fold_hour(h, 0.0, False, decay_h, decay, prior_rate, prior_w, hour_w, hour_units=hour_units)
 
-    def fold_until(self, hour: int, decay: float, prior_rate: float, prior_w: float, hour_w: float) -> None:
+    def fold_until(self, hour: int, decay: float, prior_rate: float, prior_w: float, hour_w: float,
+                   hour_units: float = 0.0) -> None:
         """Fold every hour before ``hour`` (``decay`` is per day; slots are visited once a day)."""
         if hour <= self.hour:
             return
@@ -233,10 +253,10 @@ class DailyBaseline(Struct):
         p = self.pending
         while p and p[0][0] < hour:
             h, acc, fired, spread = p.pop(0)
-            self._silent(self.hour, h, decay_h, decay, prior_rate, prior_w, hour_w)
-            self._fold_hour(h, acc, fired, decay_h, decay, prior_rate, prior_w, hour_w, spread)
+            self._silent(self.hour, h, decay_h, decay, prior_rate, prior_w, hour_w, hour_units)
+            self._fold_hour(h, acc, fired, decay_h, decay, prior_rate, prior_w, hour_w, spread, hour_units)
             self.hour = h + 1
-        self._silent(self.hour, hour, decay_h, decay, prior_rate, prior_w, hour_w)
+        self._silent(self.hour, hour, decay_h, decay, prior_rate, prior_w, hour_w, hour_units)
         self.hour = hour
 
     def recent(self, days: int) -> tuple[float, float, float]:

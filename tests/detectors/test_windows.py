@@ -84,6 +84,29 @@ def test_a_sparse_key_keeps_the_fleet_s_dispersion_a_busy_one_learns_its_own() -
     assert abs(busy.dispersion(False, prior=0.6, prior_n=24.0) - 0.3) < 0.05
 
 
+def test_a_sparse_key_silent_in_an_hour_of_day_is_not_tested_at_half_its_rate() -> None:
+    """A key at one unit a day, a week long: most hour slots saw nothing, and that is noise, not a daily cycle.
+
+    With four pseudo-hours per slot, a silent slot was half the all-day rate,
+    and four units in one hour of it a 1e-9 event. Weighed as ten units of the
+    all-day rate, the sparse key stays flat; a busy key keeps its own cycle.
+    """
+    sparse, busy = DailyBaseline.new(0), DailyBaseline.new(0)
+    for day in range(7):
+        for h in range(24):
+            busy.add(day * 24 + h, 20.0 if h == 12 else 5.0)
+        sparse.add(day * 24 + (7 * day + 3) % 24, 1.0)   # a unit a day, at any hour
+
+    for b in (sparse, busy):
+        b.fold_until(7 * 24, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
+    old = sparse.rates(prior_rate=0.05, prior_w=12.0, hour_w=4.0)
+    new = sparse.rates(prior_rate=0.05, prior_w=12.0, hour_w=4.0, hour_units=10.0)
+    assert min(old) < 0.6 * max(old)            # the old profile: silent slots at about half
+    assert min(new) > 0.85 * max(new)           # flat
+    rates = busy.rates(prior_rate=0.05, prior_w=12.0, hour_w=4.0, hour_units=10.0)
+    assert rates[12] > 2 * rates[3]             # a busy key's noon is still busy
+
+
 def test_an_hour_that_fired_is_folded_at_most_at_the_expected_rate() -> None:
     base = DailyBaseline.new(start_hour=0, warm_hours=24.0 * 7)
     for h in range(5):
