@@ -222,3 +222,20 @@ def test_pods_crash_looping_for_days_are_no_sustained_rise() -> None:
     fired = _swinging_fleet(rate_spike_from_config(DetectorConfig()), lambda j, day: 1.0, 16, shape=6.0,
                             loops=lambda j, day: 6 if j == 0 and 8 <= day < 12 else 0)
     assert fired == [], [(v.key, v.ts_ms / 3_600_000, v.window_s, v.observed, v.expected) for v in fired]
+
+
+def test_a_key_low_on_its_first_day_is_not_an_outbreak_on_its_second() -> None:
+    """A signature at a third of its level on day one and three times it on day two: a 9x day, in a swinging fleet.
+
+    Its baseline was one day old: the short windows tested day two against
+    that one day as if it were the key's level, and paged within hours. A
+    young baseline's own day-to-day error now widens them.
+    """
+    from fleetepi.detectors.rate import rate_spike_from_config
+
+    def first_days(j: int, day: int) -> float:
+        return {0: 0.33, 1: 3.0}.get(day, 1.0) if j == 0 else 1.0
+
+    fired = _swinging_fleet(rate_spike_from_config(DetectorConfig()), first_days, 3, shape=3.0)
+    assert not [v for v in fired if v.key == "k0"], [(v.ts_ms / 3_600_000, v.observed, v.expected, v.window_s)
+                                                    for v in fired]
