@@ -13,8 +13,9 @@ denominator, and every count decays on one reference time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from fleetepi.contract import Alert
@@ -37,6 +38,11 @@ class Context:
     #: set as it decides, before hardware_correlation): where such a key lives is asked with more
     #: of the false-discovery budget (``CohortCorrelation.decide``).
     spiking: AbstractSet[str] = frozenset()
+    #: Is (channel, host) ticketed as a chronic reporter (telemetry_host's live state, set as it folds)?
+    #: Its units then leave the cohort tests of the channel, as they left its peers' sums.
+    chronic: Callable[[str, str], bool] = field(default=lambda channel, host: False)
+    #: (channel, host) pairs ticketed chronic at this step: the cohort tests forget what they counted of them.
+    chronic_new: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Detector(Protocol):

@@ -233,6 +233,28 @@ class CohortCorrelation(Struct):
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
 
+    def forget_host(self, key: str, host: str, keys: tuple[str, ...]) -> None:
+        """Take ``host``'s units out of ``key``'s counts (its pair keys are ``keys``, as announced now)."""
+        st = self.keys.get(key)
+        hc = st.hosts.pop(host, None) if st is not None else None
+        if st is None or hc is None:
+            return
+        st.q = [max(q - h * h, 0.0) for q, h in zip(st.q, hc)]
+        tot = st.tot
+        if "" in tot:
+            tot[""] = [max(a - h, 0.0) for a, h in zip(tot[""], hc)]
+        for k in keys:
+            # an attribute's total loses what its value's pair gives back: a host that moved since (a roll-out)
+            # left its units under its old value, and a pair never holds more than its attribute
+            pc = st.pairs.get(k)
+            acc = tot.get(k[: k.index("\x1f") + 1])
+            if pc is None or acc is None:
+                continue
+            d = [min(a, h) for a, h in zip(pc.c, hc)]
+            pc.c[:] = [a - x for a, x in zip(pc.c, d)]
+            acc[:] = [max(a - x, 0.0) for a, x in zip(acc, d)]
+        self.active.add(key)
+
     # ------------------------------------------------------------------ decisions
     def decide(self, now_ms: int, inventory: Inventory, clock: DecayClock,
                spiking: AbstractSet[str] = frozenset()) -> list[CohortVerdict]:
@@ -458,7 +480,7 @@ class CohortCorrelation(Struct):
             p = binom_sf_real(k, n, p0)
             if p > ceiling:
                 continue
-            k_out = n - k
+            k_out = max(n - k, 0.0)
             rr, lo, hi = rate_ratio_ci(k, k_out, e_v, e_out)
             if pc.static:
                 lo, rr, hi = lo / pc.rho, rr / pc.rho, hi / pc.rho

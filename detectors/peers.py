@@ -117,6 +117,11 @@ class HostPeers(Struct):
     #: outbreak's own recent units (a long kernel minus a day's keeps a third of a 10-hour-old unit)
     peers_only: tuple[str, ...] = ()
 
+    def is_chronic(self, channel: str, host: str) -> bool:
+        ch = self.channels.get(channel)
+        st = ch.hosts.get(host) if ch is not None else None
+        return st is not None and st.chronic
+
     # ------------------------------------------------------------------ folding
     def observe(self, host: str, channel: str, w: float, ts_ms: int, keys: tuple[str, ...],
                 clock: DecayClock) -> None:

@@ -57,13 +57,17 @@ class TelemetryHostSpike:
                                            min_ratio=c.host_min_ratio)
 
     def fold(self, case: Case, ctx: Context) -> None:
+        ctx.chronic = self.core.is_chronic  # the live state (a restore replaces the core)
         if not case.is_crash and case.errors > 0:
             self.core.observe(case.host, case.channel, case.errors, case.ts_ms, case.keys, ctx.clock)
 
     def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
         if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):
             self.core.start_ms = ctx.start_ms
-        return [self._alert(v) for v in self.core.decide(now_ms, ctx.inventory, ctx.clock)]
+        ctx.chronic = self.core.is_chronic
+        verdicts = self.core.decide(now_ms, ctx.inventory, ctx.clock)
+        ctx.chronic_new = [(v.channel, v.host) for v in verdicts if v.state == "chronic"]
+        return [self._alert(v) for v in verdicts]
 
     def _alert(self, v: PeerVerdict) -> Alert:
         kind, code = split_channel(v.channel)
@@ -132,13 +136,18 @@ class TelemetryCohortSpike:
         if ch in self._skip or ch.partition(":")[0] in self._skip:
             return
         self.state.fleet.observe(ch, case.unit, case.ts_ms)
-        if case.keys:
+        if case.keys and not ctx.chronic(ch, case.host):
+            # a chronic reporter (ticketed) is a standing condition of its host: in the cohort counts it would
+            # be most of a channel's units on a few hosts, and a wear-out on a quarter of the fleet drowns
             self.state.cohorts.observe(ch, case.host, case.unit, case.ts_ms, case.keys, ctx.clock)
 
     def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
         for core in (self.state.fleet, self.state.cohorts):
             if core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < core.start_ms):
                 core.start_ms = ctx.start_ms
+        for ch, host in ctx.chronic_new:
+            self.state.cohorts.forget_host(ch, host, ctx.inventory.latest_keys(host))
+        ctx.chronic_new = []
         out = [self._cohort_alert(v) for v in self.state.cohorts.decide(now_ms, ctx.inventory, ctx.clock)]
         g = ctx.clock.g(now_ms)
         explained = self.state.explained

@@ -74,3 +74,28 @@ def test_channels_and_routes(fl: SimpleNamespace) -> None:
     from fleetepi.detectors.registry import NAMES
 
     assert set(ROUTES) == set(NAMES) and set(ROUTES.values()) == {"signature", "host", "channel"}
+
+
+def test_chronic_reporters_leave_the_cohort_counts(fl: SimpleNamespace) -> None:
+    """Three hosts re-report Xid 63 every half hour for a week; from day 4 a rack's GPUs wear in on it.
+
+    The chronic hosts are ticketed (``chronic``) and their own rate became
+    their baseline, but their units stayed in the channel's cohort counts:
+    most of the channel's units on three hosts, so few effective units that
+    the rack's twenty hosts (10 % of the fleet, all of its other units) were
+    not significant. Out of the counts, the rack pages.
+    """
+    start, end = fl.T0, fl.T0 + 7 * fl.DAY
+    chronic = ["h0001", "h0042", "h0163"]
+    rack = [f"h{i:04d}" for i in range(100, 120)]                 # r05
+    events = list(fl.hosts(200))
+    for t in range(start, end, fl.HOUR // 2):
+        events += [fl.tel(t + k * 1000, h, "xid", 63) for k, h in enumerate(chronic)]
+    for t in range(start + 4 * fl.DAY, end, fl.HOUR):
+        h = rack[(t // fl.HOUR) % len(rack)]                        # a host of the rack every hour, in turn
+        events += [fl.tel(t + 500, h, "xid", 63), fl.tel(t + 700, rack[(t // fl.HOUR + 7) % len(rack)], "xid", 63)]
+    alerts = fl.run(fl.merged(events[:200], events[200:], fl.heartbeat(start, end)), end_ms=end)
+    tickets = {a.host for a in fl.firing(alerts, "telemetry_spike") if a.finding == "chronic"}
+    assert tickets == set(chronic)
+    pages = [a for a in fl.firing(alerts, "telemetry_spike") if a.severity == "page" and a.code == 63]
+    assert any(a.attribute == "rack" and a.value == "r05" for a in pages), [(a.attribute, a.value) for a in pages]
