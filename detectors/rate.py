@@ -243,7 +243,7 @@ class RateSpike(Struct):
         # the baseline is an average of the few days it has seen, each as swinging as the key's days: early on,
         # its own error is most of a window's uncertainty (a key that ran at a third of its level on its first
         # day is at 10x on its second, and that is a day, not an outbreak)
-        base_err = base.dispersion(True, self.disp_prior_d, DISP_PRIOR_DAYS) / max(sum(base.e) / DAY_H, 1.0)
+        base_err = base.dispersion(True, self.disp_prior_d, DISP_PRIOR_DAYS) / base.free_days()
         folded = base.rates(self.prior_rate, self.prior_w, self.hour_w, hour_units=self.hour_units) if settled else None
         folded_units = base.units() if settled else 0.0
         for i, n in enumerate(self.sizes):
@@ -306,7 +306,7 @@ class RateSpike(Struct):
         mu_day = exp[-1][0] * (1.0 + max(start_ms - base.hour * HOUR_MS, 0) / DAY_MS)
         # the baseline is itself an average of the days it has seen (decayed: at most ~10 at a week's half-life),
         # each as swinging: its own error does not average away over the window's days
-        hist_days = max(sum(base.e) / DAY_H, 1.0)
+        hist_days = base.free_days()
         return [(mu_day + e, _phi_up(phi_d * (DAY_H / h + 1.0 / hist_days) + 1.0 / learned), h)
                 for _, _, e, h in days]
 
@@ -335,8 +335,9 @@ class RateSpike(Struct):
                 # a sustained rise may be taking shape (the day or a multi-day window is unusual): the baseline
                 # does not learn these hours as the new normal (it would absorb a deploy's excess day by day,
                 # rate and swing both, before a multi-day window could tell)
-                st.base.mark_firing()
+                st.base.mark_firing(horizon_ms // HOUR_MS)
         if st.firing:
+            st.base.mark_firing(horizon_ms // HOUR_MS)
             held = now_ms - st.fired_ms >= self.windows_s[0] * 1000
             tested = len(exp) if st.fired_days else len(self.sizes)
             quiet = all(counts[i] < nb_threshold(mu, nb_size(phi), self.resolve_alpha)
@@ -381,7 +382,7 @@ class RateSpike(Struct):
         mu, phi, hours = exp[i]
         st.firing, st.fired_ms = True, now_ms
         st.fired_days = i >= n_short
-        st.base.mark_firing()
+        st.base.mark_firing(horizon_ms // HOUR_MS)
         self.firing.add(key)
         new = now_ms - st.first_ms < 86_400_000 and st.first_ms > self.start_ms + self.warmup_ms  # type: ignore[operator]
         w = self.windows_s[i] if i < n_short else hours * 3600.0

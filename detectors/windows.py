@@ -142,11 +142,21 @@ class DailyBaseline(Struct):
     #: The last ``PAST_DAYS`` folded days, oldest first: (spread units, expected as the baseline stood
     #: when each hour was folded). What a multi-day window adds to the hours not folded yet.
     past: list[tuple[float, float]] = field(default_factory=list)
+    #: Decayed hours folded while the key was not firing nor held: what the rate was learned from. A held
+    #: key's hours fold at most at its expectation, so its exposure grows while its level stays where the
+    #: free hours left it (the error of that level is the free hours', not the exposure's).
+    free_h: float = 0.0
+    #: Silent hours up to this one (absolute) fold as held (``mark_firing``).
+    hold_h: int = -1
 
     @classmethod
     def new(cls, start_hour: int, warm_hours: float = 0.0) -> DailyBaseline:
         #: A key first seen late in the stream was silent before: credit that exposure.
-        return cls([0.0] * DAY_H, [warm_hours / DAY_H] * DAY_H, start_hour)
+        return cls([0.0] * DAY_H, [warm_hours / DAY_H] * DAY_H, start_hour, free_h=warm_hours)
+
+    def free_days(self) -> float:
+        """Days the rate was learned from (decayed), at least one."""
+        return max(self.free_h / DAY_H, 1.0)
 
     def add(self, hour: int, w: float, firing: bool = False, spread: float | None = None) -> None:
         if hour < self.hour:
@@ -163,9 +173,17 @@ class DailyBaseline(Struct):
                 return
         p.insert(0, (hour, w, firing, ws))
 
-    def mark_firing(self) -> None:
-        """The key fired: the hours still pending are outbreak, not baseline."""
+    def mark_firing(self, until_hour: int = -1) -> None:
+        """The key fired (or is held): the hours still pending, and the silent ones up to ``until_hour``, are not baseline.
+
+        Silent hours too: a held key's hours with units fold at their
+        expectation, and if its hours without any folded as zeros its rate
+        could only fall (a key at 20 a day, held for a week, fell from 10 to
+        5.6 a day, and then paged on its seven-day window).
+        """
         self.pending = [(h, a, True, sp) for h, a, _, sp in self.pending]
+        if until_hour > self.hold_h:
+            self.hold_h = until_hour
 
     def rate(self, slot: int, prior_rate: float, prior_w: float, hour_w: float, hour_units: float = 0.0) -> float:
         c, e = self.c, self.e
@@ -208,12 +226,16 @@ class DailyBaseline(Struct):
                    prior_w: float, hour_w: float, spread: float = 0.0, hour_units: float = 0.0) -> None:
         slot = h % DAY_H
         mu = self.rate(slot, prior_rate, prior_w, hour_w, hour_units)
+        self.free_h *= decay_h
         if fired:
-            # the rate learns at most the expectation from an hour that fired (an outbreak is not the new
-            # normal), and the dispersion nothing: a capped hour would add (mu - mu)^2 - mu < 0, and a key
-            # that fired would look calmer the more it fired
-            acc = min(acc, mu)
+            # the rate learns nothing from an hour that fired or was held (an outbreak is not the new normal),
+            # and the dispersion nothing: a capped hour would add (mu - mu)^2 - mu < 0, and a key that fired
+            # would look calmer the more it fired. Folded at its expectation, not at most at it: min(units, mu)
+            # only ever lowers the rate, and a key held for a week (its first days were low) fell from 10 to
+            # 5.6 a day while running at 20, and paged on the seven-day window
+            acc = mu
         else:
+            self.free_h += 1.0
             # dispersion moments (hourly), decayed per hour at the baseline's half-life
             self.disp_num_h = self.disp_num_h * decay_h + (acc - mu) ** 2 - acc
             self.disp_den_h = self.disp_den_h * decay_h + mu * mu
@@ -242,7 +264,8 @@ class DailyBaseline(Struct):
                 hour_w: float, hour_units: float = 0.0) -> None:
         """Fold the silent hours ``start .. end - 1`` one by one (bit-identical however the gap is cut)."""
         for h in range(start, min(end, start + MAX_SILENT_H)):
-            self._fold_hour(h, 0.0, False, decay_h, decay, prior_rate, prior_w, hour_w, hour_units=hour_units)
+            self._fold_hour(h, 0.0, h <= self.hold_h, decay_h, decay, prior_rate, prior_w, hour_w,
+                            hour_units=hour_units)
 
     def fold_until(self, hour: int, decay: float, prior_rate: float, prior_w: float, hour_w: float,
                    hour_units: float = 0.0) -> None:

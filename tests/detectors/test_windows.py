@@ -107,6 +107,28 @@ def test_a_sparse_key_silent_in_an_hour_of_day_is_not_tested_at_half_its_rate() 
     assert rates[12] > 2 * rates[3]             # a busy key's noon is still busy
 
 
+def test_a_held_key_s_rate_does_not_drift_down() -> None:
+    """A key at a unit every other hour, held for a week (its days looked high against a low start).
+
+    Its hours with a unit folded at their expectation, its silent hours as
+    zeros: the rate could only fall (to about half here), the hold never
+    ended, and the seven-day window paged on the key's ordinary level.
+    Silent hours of a hold are held too; the days it learned from shrink.
+    """
+    base = DailyBaseline.new(0)
+    for h in range(0, 7 * 24, 2):
+        base.add(h, 1.0)
+    base.fold_until(7 * 24, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
+    before, free_before = sum(base.rates(0.05, 12.0, 4.0)), base.free_days()
+    for h in range(7 * 24, 14 * 24):
+        if h % 2 == 0:
+            base.add(h, 1.0)
+        base.mark_firing(h)
+        base.fold_until(h - 6, decay=0.9, prior_rate=0.05, prior_w=12.0, hour_w=4.0)
+    assert sum(base.rates(0.05, 12.0, 4.0)) > 0.95 * before
+    assert base.free_days() < 0.7 * free_before
+
+
 def test_an_hour_that_fired_is_folded_at_most_at_the_expected_rate() -> None:
     base = DailyBaseline.new(start_hour=0, warm_hours=24.0 * 7)
     for h in range(5):
