@@ -114,7 +114,7 @@ class DailyBaseline(Struct):
 
     A guard band keeps the baseline honest: an hour is folded only once it is
     older than the longest window (it waits in ``pending``), and hours during
-    which the key fired are folded at most at the expected rate, so an
+    which the key fired or was held are folded at the expected rate, so an
     outbreak does not become the new normal.
     """
 
@@ -143,8 +143,8 @@ class DailyBaseline(Struct):
     #: when each hour was folded). What a multi-day window adds to the hours not folded yet.
     past: list[tuple[float, float]] = field(default_factory=list)
     #: Decayed hours folded while the key was not firing nor held: what the rate was learned from. A held
-    #: key's hours fold at most at its expectation, so its exposure grows while its level stays where the
-    #: free hours left it (the error of that level is the free hours', not the exposure's).
+    #: key's hours fold at its expectation, so its exposure grows while its level stays where the free
+    #: hours left it (the error of that level is the free hours', not the exposure's).
     free_h: float = 0.0
     #: Silent hours up to this one (absolute) fold as held (``mark_firing``).
     hold_h: int = -1
