@@ -627,7 +627,12 @@ class CohortCorrelation(Struct):
                 return inner[0][0], (f"nested: also explains the excess of the wider cohort {a}={v} (outside it: "
                                      f"{k_res:.3g} of {n_res:.3g} units, relative risk {rr_res:.2g}, p={p_res:.3g})")
         for apk, amem in outer:
-            got = self._within(units, mine, amem)
+            # a wider cohort that paged before this step: within it, a narrower one whose few units cannot tell
+            # its risk from 1 is its excess (node pools inside a wearing GPU model paged hours after it). In the
+            # same step they compete as equals (a deadlocked job's racks, not the cluster they are in)
+            apc = st.pairs.get(apk)
+            earlier = apc is not None and (apc.firing or apc.static)
+            got = self._within(units, mine, amem, any_rr=earlier)
             if got is not None:
                 k_in, n_in, share, p_in, rr_in = got
                 aa, av = split_key(apk)

@@ -241,3 +241,27 @@ def test_a_cohort_whose_failing_hosts_leave_it_is_not_explained_away(fl: SimpleN
     alerts = fl.firing(fl.run(events, detectors=["hardware_correlation"]))
     found = {(a.attribute, a.value) for a in alerts}
     assert ("batch", "old") in found, [a.summary for a in alerts]
+
+
+def test_a_nested_cohort_at_its_share_within_the_accepted_one_is_not_a_second_finding(fl: SimpleNamespace) -> None:
+    """A crash on every H100 host; one H100 rack holds a little more than its share of it, by chance.
+
+    Inside H100 the rack holds 63 of the 220 cases for a fifth of the hosts:
+    a relative risk of 1.6 there, insignificant, nothing its units can tell
+    from 1. It was a second page all the same (the nested test asked for a
+    relative risk under 1.5 as well, which a few units rarely show; on noisy
+    tuning seeds node pools inside a wearing GPU model paged). It is the
+    GPU model's excess now, named in its notes.
+    """
+    at = fl.T0 + 2 * fl.DAY
+    sig = "libcuda!cuMemcpyHtoDAsync | libcudart!cudaMemcpyAsync"
+    rack = [f"h{i:04d}" for i in range(40, 60)]                               # r02, an H100 rack
+    others = [f"h{i:04d}" for r in (0, 4, 6, 8) for i in range(r * 20, r * 20 + 20)]
+    on_rack = [j for j in range(220) if j % 7 in (0, 3)]                        # 63, evenly through the run
+    cases = [fl.crash(at + j * 10 * fl.MIN, rack[j % 20] if j in on_rack else others[(j * 7) % 80], sig,
+                      job=f"j{j}") for j in range(220)]
+    events = fl.merged(fl.hosts(200), fl.background(200, fl.T0, at + 2 * fl.DAY), cases)
+    alerts = fl.firing(fl.run(events, detectors=["hardware_correlation"]))
+    found = {(a.attribute, a.value) for a in alerts}
+    assert ("rack", "r02") not in found, [a.summary for a in alerts]
+    assert found & {("gpu_model", "H100"), ("driver", "550.54")}, [a.summary for a in alerts]
