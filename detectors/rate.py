@@ -337,7 +337,7 @@ class RateSpike(Struct):
                 # rate and swing both, before a multi-day window could tell)
                 st.base.mark_firing(horizon_ms // HOUR_MS)
         if st.firing:
-            st.base.mark_firing(horizon_ms // HOUR_MS)
+            st.base.hold(horizon_ms // HOUR_MS)
             held = now_ms - st.fired_ms >= self.windows_s[0] * 1000
             tested = len(exp) if st.fired_days else len(self.sizes)
             quiet = all(counts[i] < nb_threshold(mu, nb_size(phi), self.resolve_alpha)

@@ -55,16 +55,16 @@ class TelemetryHostSpike:
         c = self.config = config
         self.core = host_peers_from_config(c, clock, alpha=c.host_alpha, min_units=c.host_min_units,
                                            min_ratio=c.host_min_ratio)
+        self._is_chronic = self.core.is_chronic
 
     def fold(self, case: Case, ctx: Context) -> None:
-        ctx.chronic = self.core.is_chronic  # the live state (a restore replaces the core)
+        ctx.chronic = self._is_chronic  # the live state (a restore replaces the core), for telemetry_cohort's fold
         if not case.is_crash and case.errors > 0:
             self.core.observe(case.host, case.channel, case.errors, case.ts_ms, case.keys, ctx.clock)
 
     def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
         if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):
             self.core.start_ms = ctx.start_ms
-        ctx.chronic = self.core.is_chronic
         verdicts = self.core.decide(now_ms, ctx.inventory, ctx.clock)
         ctx.chronic_new = [(v.channel, v.host) for v in verdicts if v.state == "chronic"]
         return [self._alert(v) for v in verdicts]
@@ -102,6 +102,7 @@ class TelemetryHostSpike:
 
     def restore(self, state: dict[str, Any]) -> None:
         self.core = msgspec.convert(state, HostPeers)
+        self._is_chronic = self.core.is_chronic
 
     def counts(self) -> dict[str, float]:
         return self.core.counts()

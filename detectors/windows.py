@@ -182,6 +182,10 @@ class DailyBaseline(Struct):
         5.6 a day, and then paged on its seven-day window).
         """
         self.pending = [(h, a, True, sp) for h, a, _, sp in self.pending]
+        self.hold(until_hour)
+
+    def hold(self, until_hour: int) -> None:
+        """Silent hours up to ``until_hour`` fold as held (a firing key's pending hours are flagged as added)."""
         if until_hour > self.hold_h:
             self.hold_h = until_hour
 
