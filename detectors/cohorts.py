@@ -188,6 +188,27 @@ class CohortCorrelation(Struct):
     #: share of the family's weight for the tests of keys spiking fleet-wide, and the cap on one's weight
     spike_share: float = 0.0
     spike_weight_max: float = 1.0
+    #: the clock's scales (ms) and the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
+    scales_ms: list[int] = field(default_factory=list)
+    look_ms: int = 0
+
+    def ceiling(self, scale: int, age_ms: int) -> float:
+        """The absolute p-value ceiling of a test at ``scale`` of a key first seen ``age_ms`` ago.
+
+        A ceiling bounds the false pages per look, and a count looks afresh
+        about once per its own time constant: an hour's count is new every
+        hour, a month's once a month. At one ceiling for all, a month-scale
+        test was held 720 times tighter per unit time than the hourly one, and
+        a real wear-out (Titan's cage 2: 20 of 26 uncorrectable-ECC units on a
+        third of the nodes, p = 1e-5) waited weeks for p = 1e-6. So a scale
+        longer than the look gets ``alpha`` times scale / look; Benjamini-
+        Hochberg over the whole family still applies at every scale. Not
+        beyond the key's age: a signature four hours old holds the same units
+        at every scale, and its month-scale test is its hourly one again.
+        """
+        if self.look_ms <= 0 or not self.scales_ms:
+            return self.alpha
+        return self.alpha * max(1.0, min(self.scales_ms[scale], age_ms) / self.look_ms)
 
     # ------------------------------------------------------------------ folding
     def observe(self, key: str, host: str, w: float, ts_ms: int, keys: tuple[str, ...], clock: DecayClock) -> None:
@@ -317,8 +338,8 @@ class CohortCorrelation(Struct):
                     pc.long_tested_ms = now_ms
                 if scales:
                     found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
-                    alpha = self.alpha * (w_up if key in spiking else 1.0)
-                    if not key_tested and any(t.p <= alpha for t in found):
+                    up = w_up if key in spiking else 1.0
+                    if not key_tested and any(t.p <= self.ceiling(t.scale, now_ms - st.first_ms) * up for t in found):
                         # a candidate: every cohort of the key is tested now at every scale, so that
                         # the ones it explains (its datacenter, a confounded twin) are judged with it
                         key_tested = True
@@ -338,7 +359,8 @@ class CohortCorrelation(Struct):
                                       [t.key for t in tests])
         accepted: dict[str, list[_Test]] = {}
         for t, w, rej in zip(tests, weights, rejected):
-            if rej and t.p <= self.alpha * w and t.lo > self.min_rr_lower:
+            if rej and t.p <= self.ceiling(t.scale, now_ms - self.keys[t.key].first_ms) * w \
+                    and t.lo > self.min_rr_lower:
                 accepted.setdefault(t.key, []).append(t)
         for key in sorted(accepted):
             weight = w_up if key in spiking else w_rest
@@ -853,7 +875,8 @@ def cohort_correlation_from_config(cfg: object, clock: DecayClock) -> CohortCorr
                              min_cohort_hosts=c.corr_min_cohort_hosts, prior_units=c.corr_prior_units,
                              warmup_ms=int(c.warmup_s * 1000), cooldown_ms=int(c.cooldown_s * 1000),
                              ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000),
-                             spike_share=c.corr_spike_share, spike_weight_max=c.corr_spike_weight_max)
+                             spike_share=c.corr_spike_share, spike_weight_max=c.corr_spike_weight_max,
+                             scales_ms=[int(s * 1000) for s in scales], look_ms=int(c.corr_alpha_look_s * 1000))
 
 
 __all__ = ["CohortCorrelation", "CohortKey", "CohortVerdict", "PairCounts", "cohort_correlation_from_config",

@@ -77,6 +77,10 @@ class DetectorConfig:
     sig_days: tuple[int, ...] = (3, 7)
     #: One-sided p-value under which a window count fires (every key x window x step).
     sig_alpha: float = 1e-7
+    #: ... per look of this length: a longer window slides afresh less often, and its alpha is
+    #: ``sig_alpha`` times its length over this (the 3-day window's 3e-7, the 7-day's 7e-7; 0: one
+    #: alpha for every window).
+    sig_alpha_look_s: float = 86400.0
     #: A firing key resolves when every window is back above this p-value.
     sig_resolve_alpha: float = 0.01
     #: Minimum support: units in the window, from at least ``sig_min_spread`` distinct steps.
@@ -157,6 +161,10 @@ class DetectorConfig:
     corr_fdr: float = 0.01
     #: And an absolute one-sided p-value ceiling per test.
     corr_alpha: float = 1e-6
+    #: ... per look of this length: a scale longer than it looks afresh less often, and its ceiling is
+    #: ``corr_alpha`` times ``scale / corr_alpha_look_s`` (a week's 7e-6, a month's 3e-5; 0: one
+    #: ceiling for every scale).
+    corr_alpha_look_s: float = 86400.0
     #: Lower 95 % bound of the relative risk must exceed this.
     corr_min_rr_lower: float = 1.5
     #: Distinct affected hosts in the cohort needed.
@@ -215,7 +223,7 @@ class DetectorConfig:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("warmup_s", "cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",
-                     "ticket_cooldown_s", "hour_prior_units"):
+                     "ticket_cooldown_s", "hour_prior_units", "corr_alpha_look_s", "sig_alpha_look_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.step_s % 1 or self.step_s < 1:

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from fleetepi.contract import Host
 from fleetepi.detectors import DetectorConfig
 from fleetepi.detectors.cases import ROUTES, Crossings, channel_of
 
@@ -99,3 +100,34 @@ def test_chronic_reporters_leave_the_cohort_counts(fl: SimpleNamespace) -> None:
     assert tickets == set(chronic)
     pages = [a for a in fl.firing(alerts, "telemetry_spike") if a.severity == "page" and a.code == 63]
     assert any(a.attribute == "rack" and a.value == "r05" for a in pages), [(a.attribute, a.value) for a in pages]
+
+
+def test_a_month_scale_concentration_is_not_held_to_the_hourly_ceiling(fl: SimpleNamespace) -> None:
+    """Xid 79 every 12 hours for a month, 39 of 60 on a third of the fleet (one cage), one host each.
+
+    Only the month-scale count holds enough units: at the end, 31 of 49
+    effective units on a cohort of a third (p ~ 1.5e-5). One absolute
+    ceiling of 1e-6 for every scale held it back for good (a month's count
+    looks afresh once a month, an hour's every hour); a month-scale ceiling
+    of 30 x 1e-6 lets Benjamini-Hochberg decide, as it does at every scale.
+    """
+    start, end = fl.T0, fl.T0 + 32 * fl.DAY
+    hosts = [Host(ts=h.ts, host=h.host, attributes={**h.attributes, "cage": str(i % 3)})
+             for i, h in enumerate(fl.hosts(300))]
+    cage2 = [h.host for i, h in enumerate(hosts) if i % 3 == 2]
+    others = [h.host for i, h in enumerate(hosts) if i % 3 != 2]
+    failures, k2, k0 = [], 0, 0
+    for j in range(60):
+        if (j * 39) // 60 != ((j + 1) * 39) // 60:
+            host, k2 = cage2[(k2 * 37) % len(cage2)], k2 + 1
+        else:
+            host, k0 = others[(k0 * 53) % len(others)], k0 + 1
+        failures.append(fl.tel(start + 2 * fl.DAY + j * 12 * fl.HOUR, host, "xid", 79))
+    events = fl.merged(hosts, failures, fl.heartbeat(start, end))
+
+    def cage2_alerts(look_s: float) -> list:
+        alerts = fl.run(events, DetectorConfig(corr_alpha_look_s=look_s), end_ms=end)
+        return [a for a in fl.firing(alerts, "telemetry_spike") if (a.attribute, a.value) == ("cage", "2")]
+
+    assert cage2_alerts(86400.0)
+    assert not cage2_alerts(0.0)
