@@ -142,13 +142,16 @@ class RateSpike(Struct):
     late: int = 0
     #: a slot's prior as units of the all-day rate (``windows.slot_weight``); 0: ``hour_w`` hours only
     hour_units: float = 0.0
+    #: a window longer than this looks afresh less often than the hourly test: its alpha is ``alpha`` times
+    #: its length over this (``sig_alpha_look_s``; 0: one alpha for every window)
+    look_s: float = 0.0
 
     @classmethod
     def new(cls, *, step_s: float, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float, min_units: int,
             min_spread: int, min_ratio: float, halflife_days: float, hour_prior_h: float, prior_weight_h: float,
             prior_floor_per_h: float, dispersion_prior: float, warmup_s: float,
             cooldown_s: float, key_ttl_s: float, max_keys: int, days: tuple[int, ...] = (),
-            hour_prior_units: float = 0.0) -> RateSpike:
+            hour_prior_units: float = 0.0, look_s: float = 0.0) -> RateSpike:
         sizes = sorted({max(1, round(w / step_s)) for w in windows_s})
         # the multi-day windows extend the day window: without one (a custom set of shorter windows) there are none
         days_ok = list(days) if sizes[-1] * step_s == DAY_H * 3600 else []
@@ -156,7 +159,7 @@ class RateSpike(Struct):
                    min_spread, min_ratio, decay_per_day(halflife_days), hour_prior_h, prior_weight_h,
                    prior_floor_per_h, dispersion_prior, int(warmup_s * 1000),
                    int(cooldown_s * 1000), int(key_ttl_s * 1000), max_keys, days_ok, prior_rate=prior_floor_per_h,
-                   hour_units=hour_prior_units)
+                   hour_units=hour_prior_units, look_s=look_s)
 
     # ------------------------------------------------------------------ folding
     def observe(self, key: str, w: float, ts_ms: int, host: str | None = None) -> None:
@@ -310,10 +313,25 @@ class RateSpike(Struct):
         return [(mu_day + e, _phi_up(phi_d * (DAY_H / h + 1.0 / hist_days) + 1.0 / learned), h)
                 for _, _, e, h in days]
 
+    def _alphas(self, days: list[tuple[int, float, float, float]]) -> list[float]:
+        """Each window's alpha: ``alpha``, times the window's length over ``look_s`` where it is longer.
+
+        Why: alpha bounds false pages per look, and a count sliding hour by
+        hour looks afresh about once per its own length (at z ~ 5, the false
+        episodes of a sliding sum come at ~z^2 / length per hour, about one a
+        day per alpha for a day-long window). At one alpha for all, a week's
+        window was held seven times tighter per unit time than the day's, and
+        a deploy that doubled a signature waited days longer for it.
+        """
+        short = [self.alpha * max(1.0, w / self.look_s) if self.look_s > 0 else self.alpha for w in self.windows_s]
+        return short + [self.alpha * max(1.0, d * DAY_MS / 1000.0 / self.look_s) if self.look_s > 0 else self.alpha
+                        for d, _, _, _ in days]
+
     def _decide_key(self, key: str, st: RateKey, b: int, horizon_ms: int, now_ms: int) -> RateVerdict | None:
         totals = st.win.totals
         days = self._days(st, now_ms) if self.days else []
         counts = list(totals) + [x for _, x, _, _ in days]
+        alphas = self._alphas(days)
         if not st.firing:
             if max(counts) < self.min_units:
                 return None  # cannot fire: no need for its expectations (most keys of a long tail)
@@ -327,7 +345,7 @@ class RateSpike(Struct):
         if not st.firing and horizon_ms // HOUR_MS != st.screen_hour:
             st.screen_hour = horizon_ms // HOUR_MS
             st.screen = [max(self.min_units, math.floor(self.min_ratio * 0.8 * mu),
-                             nb_threshold(0.8 * mu, nb_size(phi), self.alpha)) for mu, phi, _ in exp]
+                             nb_threshold(0.8 * mu, nb_size(phi), a)) for (mu, phi, _), a in zip(exp, alphas)]
             n = len(self.sizes)
             if len(exp) > n and exp[n][0] >= HOLD_MIN_EXPECTED and any(
                     counts[i] >= max(self.min_ratio * mu, nb_threshold(mu, nb_size(phi), HOLD_ALPHA))
@@ -371,7 +389,7 @@ class RateSpike(Struct):
             if obs < self.min_units or obs < self.min_ratio * mu:
                 continue
             size = nb_size(phi)
-            if obs < nb_threshold(mu, size, self.alpha) or st.win.spread(min(i, n_short - 1)) < self.min_spread:
+            if obs < nb_threshold(mu, size, alphas[i]) or st.win.spread(min(i, n_short - 1)) < self.min_spread:
                 continue
             p = nb_sf(obs, mu, size)
             if best is None or p < best[0]:
@@ -390,7 +408,8 @@ class RateSpike(Struct):
         spread = st.win.spread(min(i, n_short - 1))
         windows = ", ".join([f"{x / 3600:g} h" for x in self.windows_s] + [f"{d} d" for d in self.days])
         notes = [f"count test: {counts[i]:g} units in {w / 3600:g} h vs {mu:.3g} expected ({disp}), "
-                 f"p={p:.3g} < alpha={self.alpha:g}",
+                 f"p={p:.3g} < alpha={alphas[i]:g}" + (f" ({self.alpha:g} per look of {self.look_s / 3600:g} h)"
+                                                         if alphas[i] != self.alpha else ""),
                  f"units from {spread} distinct steps{' of the last day' if i >= n_short else ''}; windows {windows}",
                  f"baseline: the key's own hour-of-day rate (prior for new keys {self.prior_rate:.3g}/h)"]
         if i >= n_short:
@@ -477,7 +496,7 @@ def rate_spike_from_config(cfg: DetectorConfig, *, alpha: float | None = None, m
                          halflife_days=c.baseline_halflife_days, hour_prior_h=c.hour_prior_h,
                          hour_prior_units=c.hour_prior_units,
                          prior_weight_h=c.prior_weight_h, prior_floor_per_h=c.prior_rate_floor_per_h,
-                         dispersion_prior=c.dispersion_prior, days=c.sig_days,
+                         dispersion_prior=c.dispersion_prior, days=c.sig_days, look_s=c.sig_alpha_look_s,
                          warmup_s=c.warmup_s, cooldown_s=c.cooldown_s, key_ttl_s=c.key_ttl_s, max_keys=c.max_keys)
 
 

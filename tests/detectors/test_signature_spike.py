@@ -239,3 +239,32 @@ def test_a_key_low_on_its_first_day_is_not_an_outbreak_on_its_second() -> None:
     fired = _swinging_fleet(rate_spike_from_config(DetectorConfig()), first_days, 3, shape=3.0)
     assert not [v for v in fired if v.key == "k0"], [(v.ts_ms / 3_600_000, v.observed, v.expected, v.window_s)
                                                     for v in fired]
+
+
+def test_a_multi_day_window_is_held_to_its_looks_not_to_the_hourly_alpha(fl: SimpleNamespace) -> None:
+    """A signature at one an hour goes to 1.8 an hour from day 7 for good, among twenty ordinary ones.
+
+    Only days of it tell, and by day 13 three of them hold 162 units against
+    80. A seven-day or three-day window slides afresh about once per its
+    length, so at the hourly window's alpha it was held seven or three times
+    tighter per unit time, and the rise never paged in the fortnight.
+    """
+    import random
+
+    rng = random.Random(3)
+    sig, end = "libfoo.so!bar | trainer!step", fl.T0 + 14 * fl.DAY
+    cases, t = [], fl.T0
+    while True:
+        t += int(rng.expovariate((1.8 if t >= fl.T0 + 7 * fl.DAY else 1.0) / fl.HOUR)) + 1
+        if t >= end:
+            break
+        cases.append(fl.crash(t, f"h{rng.randrange(200):04d}", sig, job=f"j{rng.randrange(10 ** 6)}"))
+    events = fl.merged(fl.hosts(200), fl.background(200, fl.T0, end, seed=3), cases)
+
+    def pages(look_s: float) -> list:
+        alerts = fl.run(events, DetectorConfig(sig_alpha_look_s=look_s), end_ms=end)
+        return [a for a in fl.firing(alerts, "signature_spike") if a.signature == sig]
+
+    fired = pages(86400.0)
+    assert fired and "per look of 24 h" in " ".join(fired[0].notes or ()), [a.summary for a in fired]
+    assert pages(0.0) == []
