@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scipy.stats import poisson
+from scipy.stats import binom, poisson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import titan_data
@@ -190,6 +190,9 @@ class Report:
     batch_old_score_rank: int | None
     batch_old_rr_rank: int | None
     batch_old_pass: bool
+    #: the data's own evidence: first day an exact test on every report since both batches are in shows
+    #: old > new at each of these p-values (``batch_evidence``)
+    batch_evidence: dict[str, str | None]
     # 3. bursts
     bursts: list[Burst]
     bursts_pass: bool
@@ -217,6 +220,48 @@ def _near(ts_ms: int, burst_day: int) -> bool:
     began before midnight UTC and its alert is still firing.
     """
     return (burst_day - 1) * DAY_MS <= ts_ms < (burst_day + 2) * DAY_MS
+
+
+#: p-values at which ``batch_evidence`` dates the first day the data shows old > new.
+EVIDENCE_P = (1e-3, 1e-6)
+
+
+def batch_evidence(events: Sequence[Event], both_ms: int, levels: Sequence[float] = EVIDENCE_P) -> dict[str, str | None]:
+    """First day each p-value in ``levels`` is reached by the old batch against the new, from ``both_ms`` on.
+
+    Why: whether ranking ``batch=old`` first is possible at all. The test
+    is the best the data allows, with hindsight no detector has: every
+    failure report since the new batch came, new ones among them against
+    the new batch's share of the host-time since (exact binomial, lower
+    tail). A detector cannot name the old batch before this says it could.
+    """
+    batch: dict[str, str] = {}
+    n_hosts: Counter[str] = Counter()
+    exposure: Counter[str] = Counter()
+    fails: Counter[str] = Counter()
+    last_ms = both_ms
+    out: dict[str, str | None] = {f"{p:g}": None for p in levels}
+    for e in sorted(events, key=lambda e: e.ts_ms):
+        if e.ts_ms > last_ms:
+            for b, n in n_hosts.items():
+                exposure[b] += n * (e.ts_ms - last_ms)
+            last_ms = e.ts_ms
+        if isinstance(e, Host):
+            old = batch.get(e.host)
+            if old is not None:
+                n_hosts[old] -= 1
+            batch[e.host] = e.attributes.get("batch", "unknown")
+            n_hosts[batch[e.host]] += 1
+        elif isinstance(e, Telemetry) and e.ts_ms >= both_ms:
+            fails[batch.get(e.host, "unknown")] += 1
+            total = exposure["old"] + exposure["new"]
+            if total <= 0:
+                continue
+            p = float(binom.cdf(fails["new"], fails["old"] + fails["new"], exposure["new"] / total))
+            for level in levels:
+                if p < level and out[f"{level:g}"] is None:
+                    out[f"{level:g}"] = day(e.ts_ms)
+    return out
 
 
 def analyse(events: Sequence[Event], alerts: Sequence[Alert], top_repeaters: int = 5) -> Report:
@@ -321,6 +366,7 @@ def analyse(events: Sequence[Event], alerts: Sequence[Alert], top_repeaters: int
         active_at_both=[f"{a.attribute}={a.value} since {day(a.ts_ms)} ({_describe(a)})" for a in active.values()],
         batch_old_time_rank=time_rank, batch_old_score_rank=score_rank, batch_old_rr_rank=rr_rank,
         batch_old_pass=time_rank == 1,
+        batch_evidence=batch_evidence(events, both_ms) if both_ms is not None else {},
         bursts=bursts, bursts_pass=bool(bursts) and all(b.flagged for b in bursts), other_host_alerts=others,
         host_alerts=len(host_alerts), repeaters=repeaters, repeaters_by_chance=chance,
         facts={"old_new_ratio": facts.old_new_ratio, "cage2_cage0_ratio": facts.cage2_cage0_ratio,
@@ -354,6 +400,10 @@ def text_lines(r: Report) -> list[str]:
             f"   first new-batch GPU inserted: {r.both_batches}",
             f"   batch=old: rank {_rank(r.batch_old_time_rank, n_target)} by first alert, "
             f"{_rank(r.batch_old_score_rank, n_target)} by score, {_rank(r.batch_old_rr_rank, n_target)} by relative risk"]
+    if r.batch_evidence:
+        out.append("   the data's own evidence (every report since, new-batch ones against the new batch's host-time, "
+                   "exact): old > new first at " + ", ".join(f"p < {k} on {v or 'no day'}"
+                                                          for k, v in r.batch_evidence.items()))
     if r.active_at_both:
         out.append("   already firing then: " + "; ".join(r.active_at_both))
     out.append(f"   findings from then on, by first alert ({len(r.findings)}):")
