@@ -454,7 +454,10 @@ def markdown(r: Report, meta: dict[str, Any]) -> str:
            else "no `cage=2` alert") + " |",
         f"| `batch=old` first among batch/cage/cabinet findings from {r.both_batches} | "
         f"**{_pf(r.batch_old_pass)}** | rank {_rank(r.batch_old_time_rank, n_target)} by first alert, "
-        f"{_rank(r.batch_old_score_rank, n_target)} by score, {_rank(r.batch_old_rr_rank, n_target)} by RR |",
+        f"{_rank(r.batch_old_score_rank, n_target)} by score, {_rank(r.batch_old_rr_rank, n_target)} by RR"
+        + ("; the data itself shows old > new (every report since, exact) at p < 1e-3 from "
+           f"{r.batch_evidence.get('0.001') or 'no day'}, at p < 1e-6 from {r.batch_evidence.get('1e-06') or 'no day'}"
+           if r.batch_evidence else "") + " |",
         f"| hosts with >= {BURST_MIN_ERRORS} errors in a day flagged | **{_pf(r.bursts_pass)}** | "
         f"{sum(1 for b in r.bursts if b.flagged)} of {len(r.bursts)} burst days, "
         f"{len({b.host for b in r.bursts} - {b.host for b in r.bursts if not b.flagged})} of "
