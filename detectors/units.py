@@ -98,7 +98,9 @@ class UnitFilter(Struct):
             rate_h = self._rate_at(st, ts_ms) * HOUR_MS / RATE_TAU_MS
             st.cap = nb_threshold(rate_h * self.step_ms / HOUR_MS, math.inf, self.burst_alpha)
             st.step, st.in_step = step, 0
-        if st.in_step >= st.cap or ts_ms - st.overflow_ms < BURST_GAP_MS:
+        # a case without a job id is held to what the rate makes plausible (the tail threshold is the
+        # first count it does not): a job-wide abort that names no job is one case in a burst, not a few
+        if st.in_step >= (st.cap if job else max(st.cap - 1, 1)) or ts_ms - st.overflow_ms < BURST_GAP_MS:
             self.dropped_burst += 1
             st.overflow_ms = ts_ms
             return 0.0

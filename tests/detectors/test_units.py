@@ -45,6 +45,28 @@ def test_reports_of_one_abort_spread_over_two_minutes_stay_one_case() -> None:
     assert units == 1.0
 
 
+def test_a_job_abort_that_names_no_job_is_one_case_per_step_on_a_rare_key() -> None:
+    """224 ranks of a job that sets no job id abort within four minutes, on a key seen a few times a day.
+
+    Without a job id the step's cap is all that holds it: the cap is the
+    count the key's rate makes implausible, and admitting up to it let two
+    units through per step, five in all (a page on noisy tuning seed 1). A
+    case without a job id is held to what the rate makes plausible: one
+    here (the burst going on into the next step adds nothing). A job's
+    cases keep the cap (a new crash spreading over jobs).
+    """
+    f = _filter()
+    t0 = 10 * 86_400_000
+    for k in range(4):  # a few ordinary cases the days before
+        f.unit("rare", f"x{k}", None, t0 - (k + 1) * 6 * 3_600_000)
+    units = sum(f.unit("rare", f"h{i}", None, t0 + 200_000 + i * 1_000) for i in range(224))  # two steps
+    assert units == 1.0
+    g = _filter()
+    for k in range(4):
+        g.unit("rare", f"x{k}", None, t0 - (k + 1) * 6 * 3_600_000)
+    assert sum(g.unit("rare", f"h{i}", f"j{i}", t0 + 30_000 + i * 100_000) for i in range(3)) == 2.0  # the cap
+
+
 def test_the_agents_power_crossing_weighs_one_error_and_its_samples_none() -> None:
     """The agent's events for a GPU pinned at its limit, as the detectors weigh them: one crossing, then nothing."""
     tracker = PowerTracker("h1", 60, PowerThresholds())
