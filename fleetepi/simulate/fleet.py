@@ -392,7 +392,20 @@ def inner_cohorts(f: Fleet, cohort: np.ndarray, ts_ms: int, min_inside: float = 
                   if 2 <= m.sum() < min_inside * len(cohort) and (m & want).sum() >= min_inside * m.sum())
 
 
+def dense_cohorts(f: Fleet, hosts: np.ndarray, ts_ms: int, min_share: float) -> list[tuple[str, str]]:
+    """Announced attribute values at least ``min_share`` of whose hosts are among ``hosts`` (two at least).
+
+    A deadlocked job's surge on half a rack that holds a sixth of the job
+    is concentrated there as surely as on the racks the job fills: a page
+    on that power strip is a finer location of the same event, not a false
+    one (the rack around it, with a third of its hosts in the job, is an
+    accepted finding).
+    """
+    return sorted((k, v) for k, v, m, want in _overlaps(f, hosts, ts_ms)
+                  if (m & want).sum() >= max(2, min_share * m.sum()))
+
+
 __all__ = ["ATTRIBUTES", "BIOS_NEW", "CUDA_OF", "GPU_CATALOG", "MAINTENANCE_VALUE", "NEVER", "NEW_DRIVER",
-           "NEW_DRIVER_MODEL", "NEW_KERNEL", "Change", "Fleet", "GpuModel", "build_fleet", "equivalent_cohorts",
+           "NEW_DRIVER_MODEL", "NEW_KERNEL", "Change", "Fleet", "GpuModel", "build_fleet", "dense_cohorts", "equivalent_cohorts",
            "inner_cohorts",
            "pick_cohort", "shared_cohorts"]

@@ -69,6 +69,7 @@ from fleetepi.simulate.fleet import (
     GPU_CATALOG,
     NEW_DRIVER,
     Fleet,
+    dense_cohorts,
     equivalent_cohorts,
     inner_cohorts,
     pick_cohort,
@@ -756,6 +757,9 @@ class Injector:
         # every cohort holding a quarter of the job's hosts (its racks, their leaf switch, power strips): the
         # surge and the hang are really concentrated there, consequences of the job, not false alerts
         shared = shared_cohorts(f, hosts, s, share=0.25)
+        # and every cohort a third of whose hosts are the job's (a power strip of a rack the job half fills),
+        # as a rack with a third of its hosts in the job is accepted below
+        shared = tuple(sorted({*shared, *dense_cohorts(f, hosts, s, 1 / 3)}))
         rel_a: list[EntityKey] = [entity("hardware_correlation", name, attribute=a, value=v) for a, v in shared]
         rel_a += [entity("hardware_correlation", name, attribute=rk, value=f.racks[x]) for x in per_rack]
         rel_a += [entity("host_spike", host=n) for n in names]

@@ -168,3 +168,29 @@ def test_deadlocked_job_watchdog_and_rack_surge(sim: Simulation, events: list) -
              and e.host in set(o.hosts)]
     tdp = max(m.tdp_w for m in GPU_CATALOG.values())
     assert watts and min(watts) >= 0.9 * min(m.tdp_w for m in GPU_CATALOG.values()) and max(watts) <= tdp
+    # every cohort a third of whose hosts are the job's is where the surge is too (a power strip of a rack the
+    # job half fills): related, not a false page
+    members: dict[tuple[str, str], set[str]] = {}
+    for h in attrs.hist:
+        for k, v in attrs.at(h, rack.start_ms).items():
+            members.setdefault((k, str(v)), set()).add(h)
+    job = set(o.hosts)
+    dense = {kv for kv, m in members.items() if len(m & job) >= max(2, len(m) / 3)}
+    related = {(k[3], k[4]) for k in (*rack.related, *rack.accept) if k[5] == "power"}
+    assert dense and dense <= related, dense - related
+
+
+def test_a_power_strip_a_deadlocked_job_half_fills_is_where_its_surge_is() -> None:
+    """Noisy seed 4: a job on 48 hosts of rack r22 and 16 of r23, 15 of them on r23's strip A.
+
+    Rack r23 (a third of its hosts in the job) was an accepted finding and
+    its strip A, holding 15 of the job's hosts (under the quarter of the job
+    that made a cohort "shared"), a false page. Every cohort a third of
+    whose hosts are the job's is now related.
+    """
+    from fleetepi.simulate.presets import preset
+
+    sim = simulate(preset("noisy", seed=4))
+    rack = one(sim, "signature_spike/deadlock_job", "-rack")
+    related = {(k[3], k[4]) for k in rack.related if k[5] == "power"}
+    assert ("pdu", "r23-pdu-a") in related
