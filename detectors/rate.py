@@ -331,7 +331,6 @@ class RateSpike(Struct):
         totals = st.win.totals
         days = self._days(st, now_ms) if self.days else []
         counts = list(totals) + [x for _, x, _, _ in days]
-        alphas = self._alphas(days)
         if not st.firing:
             if max(counts) < self.min_units:
                 return None  # cannot fire: no need for its expectations (most keys of a long tail)
@@ -342,6 +341,7 @@ class RateSpike(Struct):
         exp = self._expectations(st, b, horizon_ms)
         if days:
             exp = exp + self._days_expectations(st, days, exp)
+        alphas = self._alphas(days)
         if not st.firing and horizon_ms // HOUR_MS != st.screen_hour:
             st.screen_hour = horizon_ms // HOUR_MS
             st.screen = [max(self.min_units, math.floor(self.min_ratio * 0.8 * mu),
