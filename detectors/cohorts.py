@@ -50,7 +50,7 @@ from msgspec import Struct, field
 
 from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n
 from fleetepi.detectors.inventory import Inventory, pair_key, split_key
-from fleetepi.detectors.stats import benjamini_hochberg, binom_sf_real, z_above
+from fleetepi.detectors.stats import alpha_per_look, benjamini_hochberg, binom_sf_real, z_above
 
 #: Decayed units below which a pair or a host is forgotten at a sweep.
 DEAD = 1e-3
@@ -188,27 +188,22 @@ class CohortCorrelation(Struct):
     #: share of the family's weight for the tests of keys spiking fleet-wide, and the cap on one's weight
     spike_share: float = 0.0
     spike_weight_max: float = 1.0
-    #: the clock's scales (ms) and the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
-    scales_ms: list[int] = field(default_factory=list)
-    look_ms: int = 0
+    #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
+    look_s: float = 0.0
 
-    def ceiling(self, scale: int, age_ms: int) -> float:
-        """The absolute p-value ceiling of a test at ``scale`` of a key first seen ``age_ms`` ago.
+    def ceiling(self, scale_s: float, age_ms: int) -> float:
+        """The absolute p-value ceiling of a test at a scale of ``scale_s`` of a key first seen ``age_ms`` ago.
 
-        A ceiling bounds the false pages per look, and a count looks afresh
-        about once per its own time constant: an hour's count is new every
-        hour, a month's once a month. At one ceiling for all, a month-scale
-        test was held 720 times tighter per unit time than the hourly one, and
-        a real wear-out (Titan's cage 2: 20 of 26 uncorrectable-ECC units on a
-        third of the nodes, p = 1e-5) waited weeks for p = 1e-6. So a scale
-        longer than the look gets ``alpha`` times scale / look; Benjamini-
-        Hochberg over the whole family still applies at every scale. Not
-        beyond the key's age: a signature four hours old holds the same units
-        at every scale, and its month-scale test is its hourly one again.
+        ``alpha`` per look (``stats.alpha_per_look``): at one ceiling for all,
+        a month-scale test was held 720 times tighter per unit time than the
+        hourly one, and a real wear-out (Titan's cage 2: 20 of 26
+        uncorrectable-ECC units on a third of the nodes, p = 1e-5) waited
+        weeks for p = 1e-6. Benjamini-Hochberg over the whole family still
+        applies at every scale. Not beyond the key's age: a signature four
+        hours old holds the same units at every scale, and its month-scale
+        test is its hourly one again.
         """
-        if self.look_ms <= 0 or not self.scales_ms:
-            return self.alpha
-        return self.alpha * max(1.0, min(self.scales_ms[scale], age_ms) / self.look_ms)
+        return alpha_per_look(self.alpha, min(scale_s, age_ms / 1000.0), self.look_s)
 
     # ------------------------------------------------------------------ folding
     def observe(self, key: str, host: str, w: float, ts_ms: int, keys: tuple[str, ...], clock: DecayClock) -> None:
@@ -339,7 +334,8 @@ class CohortCorrelation(Struct):
                 if scales:
                     found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
                     up = w_up if key in spiking else 1.0
-                    if not key_tested and any(t.p <= self.ceiling(t.scale, now_ms - st.first_ms) * up for t in found):
+                    age = now_ms - st.first_ms
+                    if not key_tested and any(t.p <= self.ceiling(clock.scales_s[t.scale], age) * up for t in found):
                         # a candidate: every cohort of the key is tested now at every scale, so that
                         # the ones it explains (its datacenter, a confounded twin) are judged with it
                         key_tested = True
@@ -359,8 +355,8 @@ class CohortCorrelation(Struct):
                                       [t.key for t in tests])
         accepted: dict[str, list[_Test]] = {}
         for t, w, rej in zip(tests, weights, rejected):
-            if rej and t.p <= self.ceiling(t.scale, now_ms - self.keys[t.key].first_ms) * w \
-                    and t.lo > self.min_rr_lower:
+            age = now_ms - self.keys[t.key].first_ms
+            if rej and t.p <= self.ceiling(clock.scales_s[t.scale], age) * w and t.lo > self.min_rr_lower:
                 accepted.setdefault(t.key, []).append(t)
         for key in sorted(accepted):
             weight = w_up if key in spiking else w_rest
@@ -876,7 +872,7 @@ def cohort_correlation_from_config(cfg: object, clock: DecayClock) -> CohortCorr
                              warmup_ms=int(c.warmup_s * 1000), cooldown_ms=int(c.cooldown_s * 1000),
                              ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000),
                              spike_share=c.corr_spike_share, spike_weight_max=c.corr_spike_weight_max,
-                             scales_ms=[int(s * 1000) for s in scales], look_ms=int(c.corr_alpha_look_s * 1000))
+                             look_s=c.corr_alpha_look_s)
 
 
 __all__ = ["CohortCorrelation", "CohortKey", "CohortVerdict", "PairCounts", "cohort_correlation_from_config",

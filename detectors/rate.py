@@ -31,7 +31,7 @@ from typing import Literal
 from msgspec import Struct, field
 
 from fleetepi.detectors.config import DetectorConfig
-from fleetepi.detectors.stats import nb_sf, nb_threshold
+from fleetepi.detectors.stats import alpha_per_look, nb_sf, nb_threshold
 from fleetepi.detectors.windows import DAY_H, DAY_MS, HOUR_MS, DailyBaseline, Windows, decay_per_day
 
 #: Hours of baseline (folded, or credited silence for a key new to a running stream) before a key is tested.
@@ -314,18 +314,14 @@ class RateSpike(Struct):
                 for _, _, e, h in days]
 
     def _alphas(self, days: list[tuple[int, float, float, float]]) -> list[float]:
-        """Each window's alpha: ``alpha``, times the window's length over ``look_s`` where it is longer.
+        """Each window's alpha, ``alpha`` per look of ``look_s`` (``stats.alpha_per_look``).
 
-        Why: alpha bounds false pages per look, and a count sliding hour by
-        hour looks afresh about once per its own length (at z ~ 5, the false
-        episodes of a sliding sum come at ~z^2 / length per hour, about one a
-        day per alpha for a day-long window). At one alpha for all, a week's
-        window was held seven times tighter per unit time than the day's, and
-        a deploy that doubled a signature waited days longer for it.
+        At one alpha for all, a week's window was held seven times tighter per
+        unit time than the day's, and a deploy that doubled a signature waited
+        days longer for it.
         """
-        short = [self.alpha * max(1.0, w / self.look_s) if self.look_s > 0 else self.alpha for w in self.windows_s]
-        return short + [self.alpha * max(1.0, d * DAY_MS / 1000.0 / self.look_s) if self.look_s > 0 else self.alpha
-                        for d, _, _, _ in days]
+        return [alpha_per_look(self.alpha, w, self.look_s) for w in self.windows_s] + \
+            [alpha_per_look(self.alpha, d * DAY_MS / 1000.0, self.look_s) for d, _, _, _ in days]
 
     def _decide_key(self, key: str, st: RateKey, b: int, horizon_ms: int, now_ms: int) -> RateVerdict | None:
         totals = st.win.totals

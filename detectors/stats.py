@@ -209,6 +209,20 @@ def z_above(k: float, mean: float, var: float) -> float:
     return (k - mean) / math.sqrt(var) if var > 0 else (math.inf if k > mean else 0.0)
 
 
+def alpha_per_look(alpha: float, length_s: float, look_s: float) -> float:
+    """A test's alpha when ``alpha`` is per look of ``look_s`` and the test's count spans ``length_s``.
+
+    Why: an alpha bounds the false alarms per look, and a count sliding
+    step by step looks afresh about once per its own length (at z ~ 5 a
+    sliding sum's false episodes come at ~z^2 / length per hour, about a
+    day's worth of looks per alpha for a day-long count). A count longer
+    than the look gets ``alpha`` times length / look, so that a week's or a
+    month's count is held to the same false alarms per unit time as a
+    day's; ``look_s`` <= 0: ``alpha`` for every length.
+    """
+    return alpha * max(1.0, length_s / look_s) if look_s > 0 else alpha
+
+
 def score_of(p_value: float) -> float:
     """-log10(p), capped: the alert score (larger = stronger evidence)."""
     if p_value <= 1e-300:
@@ -217,6 +231,7 @@ def score_of(p_value: float) -> float:
 
 
 __all__ = [
+    "alpha_per_look",
     "benjamini_hochberg",
     "binom_prefilter",
     "binom_sf",

@@ -406,6 +406,5 @@ def dense_cohorts(f: Fleet, hosts: np.ndarray, ts_ms: int, min_share: float) -> 
 
 
 __all__ = ["ATTRIBUTES", "BIOS_NEW", "CUDA_OF", "GPU_CATALOG", "MAINTENANCE_VALUE", "NEVER", "NEW_DRIVER",
-           "NEW_DRIVER_MODEL", "NEW_KERNEL", "Change", "Fleet", "GpuModel", "build_fleet", "dense_cohorts", "equivalent_cohorts",
-           "inner_cohorts",
-           "pick_cohort", "shared_cohorts"]
+           "NEW_DRIVER_MODEL", "NEW_KERNEL", "Change", "Fleet", "GpuModel", "build_fleet", "dense_cohorts",
+           "equivalent_cohorts", "inner_cohorts", "pick_cohort", "shared_cohorts"]
