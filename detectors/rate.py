@@ -49,6 +49,8 @@ HOLD_ALPHA = 1e-2
 #: ... for a key expected this many units in it at least: fewer say more about chance and one crash-looping
 #: host than about a rise, and a held sparse key's frozen rate would page on its next ordinary burst.
 HOLD_MIN_EXPECTED = 20.0
+#: Hours a key known since the warm-up waits for the fleet's learned dispersion before its first test without it.
+SETTLE_H = 48.0
 #: The learned dispersion prior stays within these.
 DISP_MIN, DISP_MAX = 0.01, 2.0
 
@@ -145,6 +147,9 @@ class RateSpike(Struct):
     #: a window longer than this looks afresh less often than the hourly test: its alpha is ``alpha`` times
     #: its length over this (``sig_alpha_look_s``; 0: one alpha for every window)
     look_s: float = 0.0
+    #: the fleet's hourly dispersion has been learned (``_update_prior``): until then the configured prior
+    #: stands in, and a key known for less than ``SETTLE_H`` is not tested unless it is new
+    disp_learned: bool = False
 
     @classmethod
     def new(cls, *, step_s: float, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float, min_units: int,
@@ -367,8 +372,14 @@ class RateSpike(Struct):
             return None
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
             return None
-        best: tuple[float, int] | None = None
         age_ms = now_ms - st.first_ms
+        if not self.disp_learned and age_ms < SETTLE_H * HOUR_MS and st.first_ms <= self.start_ms + self.warmup_ms:
+            # a key known since the warm-up, whose rate one day has shown, while the fleet has not shown how
+            # much its keys swing: the configured prior would decide, and every fleet simulated so far
+            # swings 3-20 times more (its first learned values 0.3-2). New keys are tested: against a
+            # baseline of silence, the dispersion hardly matters
+            return None
+        best: tuple[float, int] | None = None
         n_short = len(self.sizes)
         for i, (mu, phi, hist_h) in enumerate(exp):
             obs = counts[i]
@@ -453,6 +464,7 @@ class RateSpike(Struct):
         # whose own estimates are mostly zero (clamped), do not drag the prior under the busy keys' evidence
         if n_h >= 20:
             self.disp_prior_h = min(max(num_h / den_h, DISP_MIN), DISP_MAX)
+            self.disp_learned = True
         if n_d >= 20:
             self.disp_prior_d = min(max(num_d / den_d, DISP_MIN), DISP_MAX)
         elif n_h >= 20:

@@ -241,6 +241,44 @@ def test_a_key_low_on_its_first_day_is_not_an_outbreak_on_its_second() -> None:
                                                     for v in fired]
 
 
+def test_keys_known_since_the_warm_up_wait_for_the_fleets_learned_swing() -> None:
+    """Day two, before the fleet has shown how much its keys swing: thirty keys whose days swing as a gamma of 3.
+
+    The fleet's dispersion is pooled from keys' folded hours, which begin a
+    day after their first (the day window's guard band): from the end of the
+    warm-up until then the configured 0.1 decided, and a key at 0.3 of its
+    level on day one and 4x on day two paged within the first hours of day
+    two, with an ordinary neighbour (noisy tuning seeds 4 and 5: four such
+    pages at 28-37 h). Those keys now wait for the learned value; a new
+    signature's burst, tested against a baseline of silence, still pages.
+    """
+    import numpy as np
+
+    from fleetepi.detectors.rate import rate_spike_from_config
+    from fleetepi.detectors.windows import HOUR_MS
+
+    spike = rate_spike_from_config(DetectorConfig())
+    rng = np.random.default_rng(2)
+    swing = rng.gamma(3.0, 1 / 3.0, size=(30, 3))
+    swing[0, 0], swing[0, 1] = 0.3, 4.0
+    step = spike.step_ms
+    fired = []
+    for b in range(3 * 24 * HOUR_MS // step):
+        t = b * step
+        if t % HOUR_MS == 0:
+            h = t // HOUR_MS
+            for j in range(30):
+                for k in range(int(rng.poisson(3.0 * swing[j, h // 24]))):
+                    spike.observe(f"k{j}", 1.0, t + k, f"h{int(rng.integers(2000))}")
+            if 30 <= h < 32:                                      # a new signature: 20 an hour on 20 hosts
+                for k in range(20):
+                    spike.observe("new", 1.0, t + 150_000 * k, f"n{k}")
+        fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
+    assert [(v.key, v.ts_ms // HOUR_MS) for v in fired] == [("new", 30)], \
+        [(v.key, v.ts_ms / HOUR_MS, v.observed, v.expected) for v in fired]
+    assert spike.disp_learned and spike.disp_prior_h > 0.3
+
+
 def test_a_multi_day_window_is_held_to_its_looks_not_to_the_hourly_alpha(fl: SimpleNamespace) -> None:
     """A signature at one an hour goes to 1.8 an hour from day 7 for good, among twenty ordinary ones.
 
