@@ -49,7 +49,7 @@ HOLD_ALPHA = 1e-2
 #: ... for a key expected this many units in it at least: fewer say more about chance and one crash-looping
 #: host than about a rise, and a held sparse key's frozen rate would page on its next ordinary burst.
 HOLD_MIN_EXPECTED = 20.0
-#: Hours a key known since the warm-up waits for the fleet's learned dispersion before its first test without it.
+#: Hours a key seen since the stream began waits for the fleet's learned dispersion before its first test without it.
 SETTLE_H = 48.0
 #: The learned dispersion prior stays within these.
 DISP_MIN, DISP_MAX = 0.01, 2.0
@@ -148,7 +148,7 @@ class RateSpike(Struct):
     #: its length over this (``sig_alpha_look_s``; 0: one alpha for every window)
     look_s: float = 0.0
     #: the fleet's hourly dispersion has been learned (``_update_prior``): until then the configured prior
-    #: stands in, and a key known for less than ``SETTLE_H`` is not tested unless it is new
+    #: stands in, and a key seen since the stream began is not tested before it is ``SETTLE_H`` old
     disp_learned: bool = False
 
     @classmethod
@@ -373,11 +373,12 @@ class RateSpike(Struct):
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
             return None
         age_ms = now_ms - st.first_ms
-        if not self.disp_learned and age_ms < SETTLE_H * HOUR_MS and st.first_ms <= self.start_ms + self.warmup_ms:
-            # a key known since the warm-up, whose rate one day has shown, while the fleet has not shown how
-            # much its keys swing: the configured prior would decide, and every fleet simulated so far
-            # swings 3-20 times more (its first learned values 0.3-2). New keys are tested: against a
-            # baseline of silence, the dispersion hardly matters
+        if not self.disp_learned and age_ms < SETTLE_H * HOUR_MS and \
+                st.first_ms < self.start_ms + MIN_HISTORY_H * HOUR_MS:
+            # a key seen since the stream began, whose rate its first day has shown, while the fleet has not
+            # shown how much its keys swing: the configured prior would decide, and every fleet simulated so
+            # far swings 3-20 times more (its first learned values 0.3-2). A key first seen after hours of
+            # watched silence is tested: against a baseline of silence, the dispersion hardly matters
             return None
         best: tuple[float, int] | None = None
         n_short = len(self.sizes)

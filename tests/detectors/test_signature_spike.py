@@ -241,7 +241,7 @@ def test_a_key_low_on_its_first_day_is_not_an_outbreak_on_its_second() -> None:
                                                     for v in fired]
 
 
-def test_keys_known_since_the_warm_up_wait_for_the_fleets_learned_swing() -> None:
+def test_keys_seen_since_the_stream_began_wait_for_the_fleets_learned_swing() -> None:
     """Day two, before the fleet has shown how much its keys swing: thirty keys whose days swing as a gamma of 3.
 
     The fleet's dispersion is pooled from keys' folded hours, which begin a
@@ -249,8 +249,10 @@ def test_keys_known_since_the_warm_up_wait_for_the_fleets_learned_swing() -> Non
     warm-up until then the configured 0.1 decided, and a key at 0.3 of its
     level on day one and 4x on day two paged within the first hours of day
     two, with an ordinary neighbour (noisy tuning seeds 4 and 5: four such
-    pages at 28-37 h). Those keys now wait for the learned value; a new
-    signature's burst, tested against a baseline of silence, still pages.
+    pages at 28-37 h). Keys seen since the stream began now wait for the
+    learned value; a signature first seen after hours of watched silence,
+    tested against a baseline of silence, still pages, during the warm-up's
+    last hours as after it.
     """
     import numpy as np
 
@@ -273,8 +275,11 @@ def test_keys_known_since_the_warm_up_wait_for_the_fleets_learned_swing() -> Non
             if 30 <= h < 32:                                      # a new signature: 20 an hour on 20 hosts
                 for k in range(20):
                     spike.observe("new", 1.0, t + 150_000 * k, f"n{k}")
+            if h == 16 or 26 <= h < 28:                           # first seen after 16 silent hours: new too
+                for k in range(1 if h == 16 else 20):
+                    spike.observe("late", 1.0, t + 150_000 * k, f"l{k}")
         fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
-    assert [(v.key, v.ts_ms // HOUR_MS) for v in fired] == [("new", 30)], \
+    assert [(v.key, v.ts_ms // HOUR_MS) for v in fired] == [("late", 26), ("new", 30)], \
         [(v.key, v.ts_ms / HOUR_MS, v.observed, v.expected) for v in fired]
     assert spike.disp_learned and spike.disp_prior_h > 0.3
 
