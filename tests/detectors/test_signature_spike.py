@@ -249,10 +249,10 @@ def test_keys_seen_since_the_stream_began_wait_for_the_fleets_learned_swing() ->
     warm-up until then the configured 0.1 decided, and a key at 0.3 of its
     level on day one and 4x on day two paged within the first hours of day
     two, with an ordinary neighbour (on noisy tuning seeds 4 and 5 three
-    busy signatures paged at 28-37 h on an ordinary second day). Keys seen since the stream began now wait for the
-    learned value; a signature first seen after hours of watched silence,
-    tested against a baseline of silence, still pages, during the warm-up's
-    last hours as after it.
+    busy signatures paged at 28-37 h on an ordinary second day). Keys seen
+    since the stream began now wait for the learned value; a signature
+    first seen after hours of watched silence, tested against a baseline of
+    silence, still pages, during the warm-up's last hours as after it.
     """
     import numpy as np
 
