@@ -48,7 +48,7 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n
+from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
 from fleetepi.detectors.inventory import Inventory, pair_key, split_key
 from fleetepi.detectors.stats import alpha_per_look, benjamini_hochberg, binom_sf_real, z_above
 
@@ -231,7 +231,6 @@ class CohortCorrelation(Struct):
                 acc[:] = map(add, acc, wg)
         pairs = st.pairs
         self.active.add(key)
-        touched = st.touched
         for k in keys:
             pc = pairs.get(k)
             if pc is None:
@@ -244,7 +243,7 @@ class CohortCorrelation(Struct):
                 c[:] = map(add, c, wg)
                 if ts_ms > pc.last_ms:
                     pc.last_ms = ts_ms
-            touched.add(k)
+        st.touched.update(keys)
         st.total += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
@@ -469,21 +468,25 @@ class CohortCorrelation(Struct):
         tot = st.tot.get(a + "\x1f")
         if tot is None:
             return out
+        all_ = st.tot[""] if n_eff is not None else tot
+        c, rep = pc.c, pc.reported
+        p_proxy = n1 / n_all
+        if pc.static:
+            p_proxy = p_proxy * pc.rho / (p_proxy * pc.rho + 1.0 - p_proxy)
         for i in self.acute if scales is None else scales:
             if max_scale is not None and i > max_scale:
                 break
             # the cheap screen, on today's cohort sizes and the key's effective units, before any
             # exposure is integrated: most cohorts hold about their share
-            c_a = tot[i] / g[i]
-            c_k = (pc.c[i] - pc.reported[i] if pc.reported else pc.c[i]) / g[i]
+            gi = g[i]
+            c_a = tot[i] / gi
+            c_k = (c[i] - rep[i] if rep else c[i]) / gi
             if c_k < 1.0 or c_a <= 0:
                 continue
             if n_eff is not None:
-                nn = n_eff[i] * c_a / (st.tot[""][i] / g[i])
-                p_proxy = n1 / n_all
-                if pc.static:
-                    p_proxy = p_proxy * pc.rho / (p_proxy * pc.rho + 1.0 - p_proxy)
-                if z_above(nn * c_k / c_a, nn * p_proxy, nn * p_proxy * (1.0 - p_proxy)) < 3.0:
+                nn = n_eff[i] * c_a / (all_[i] / gi)
+                mean = nn * p_proxy
+                if z_above(nn * c_k / c_a, mean, mean * (1.0 - p_proxy)) < 3.0:
                     continue  # the exact test asks for p < 1e-6 (z ~ 4.8); sizes stand in for host-time
             sh = self._share(st, pk, pc, i, now_ms, g, inventory)
             if sh is None:
@@ -826,12 +829,10 @@ class CohortCorrelation(Struct):
         sq = tuple(f * f for f in factors)
         for st in self.keys.values():
             st.floor *= factors[self.longrun]
-            for i in range(len(st.q)):
-                st.q[i] *= sq[i]
+            scale_in_place(st.q, sq)
             for vec in (*st.tot.values(), *st.hosts.values(), *(pc.c for pc in st.pairs.values()),
                         *(pc.reported for pc in st.pairs.values())):
-                for i in range(len(vec)):
-                    vec[i] *= factors[i]
+                scale_in_place(vec, factors)
 
     def sweep(self, now_ms: int, g: tuple[float, ...]) -> None:
         """Forget keys idle past the TTL, and hosts and pairs decayed to nothing at the longest scale."""

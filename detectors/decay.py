@@ -25,6 +25,7 @@ units ``(sum w)^2 / sum w^2`` used by the tests in ``stats``.
 from __future__ import annotations
 
 import math
+from operator import mul
 
 from fleetepi.detectors.windows import HOUR_MS
 
@@ -78,9 +79,12 @@ class DecayClock:
 
 
 def scale_in_place(values: list[float], factors: tuple[float, ...]) -> None:
-    """Multiply each stored scale by its rebase factor (values may hold fewer scales than factors)."""
-    for i in range(len(values)):
-        values[i] *= factors[i]
+    """Multiply each stored scale by its rebase factor (values may hold fewer scales than factors).
+
+    A rebase visits every counter of every detector (millions of floats on a
+    big fleet): ``map(mul)`` does it at C speed, with the same products.
+    """
+    values[:] = map(mul, values, factors)
 
 
 def kish_n(total: float, sum_sq: float) -> float:

@@ -26,7 +26,7 @@ from collections import Counter
 
 from msgspec import Struct
 
-from fleetepi.detectors.decay import DecayClock
+from fleetepi.detectors.decay import DecayClock, scale_in_place
 from fleetepi.detectors.windows import HOUR_MS
 
 #: Attributes in force for a host no one announced.
@@ -264,8 +264,7 @@ class Inventory:
     def rebase(self, factors: tuple[float, ...]) -> None:
         self._exp_cache = (-1, -1, {}, 0)
         for ex in self._exposure.values():
-            for i in range(len(ex.stored)):
-                ex.stored[i] *= factors[i]
+            scale_in_place(ex.stored, factors)
 
     def seen(self, host: str, ts_ms: int) -> bool:
         """A host sent an event: remember when it was first seen. False if it was never announced.

@@ -36,7 +36,7 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n
+from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
 from fleetepi.detectors.inventory import Inventory, split_key
 from fleetepi.detectors.stats import nb_sf_real, poisson_sf_real
 
@@ -214,6 +214,7 @@ class HostPeers(Struct):
         a = self.nb_size
         size = min(a + older, self.nb_max_size) if learn else a
         best, basis = 0.0, "no peers yet"
+        chosen: tuple[str, float] | None = None  # the basis's key and propensity, worded once after the loop
         for key in ("", *inventory.latest_keys(host)):
             if key and inventory.sizes.get(key, 0) < self.min_peers:
                 continue
@@ -231,15 +232,18 @@ class HostPeers(Struct):
                 if old_expo > 0:
                     prop = (a + older) / (a + max(old_units, 0.0) / old_expo * h_old)
             r *= prop
-            if r > best or basis == "no peers yet":
-                if key:
-                    ak, v = split_key(key)
-                    basis = f"peers with {ak}={v} ({inventory.sizes.get(key, 0)} hosts)"
-                else:
-                    basis = f"the fleet ({inventory.active_hosts} hosts)"
-                if learn:
-                    basis += f" x {prop:.2g}, the host's propensity ({h_old:.0f} h)"
+            if r > best or chosen is None:
+                chosen = (key, prop)
                 best = max(best, r)
+        if chosen is not None:
+            key, prop = chosen
+            if key:
+                ak, v = split_key(key)
+                basis = f"peers with {ak}={v} ({inventory.sizes.get(key, 0)} hosts)"
+            else:
+                basis = f"the fleet ({inventory.active_hosts} hosts)"
+            if learn:
+                basis += f" x {prop:.2g}, the host's propensity ({h_old:.0f} h)"
         if use_own and h_old >= 1.0 and older > 0:
             own = older / h_old
             if own > best:
@@ -375,15 +379,12 @@ class HostPeers(Struct):
         sq = tuple(f * f for f in factors)
         for ch in self.channels.values():
             for st in ch.hosts.values():
-                for i in range(len(st.c)):
-                    st.c[i] *= factors[i]
-                    st.d[i] *= sq[i]
-                for i in range(len(st.reported)):
-                    st.reported[i] *= factors[i]
-                    st.reported_d[i] *= sq[i]
+                scale_in_place(st.c, factors)
+                scale_in_place(st.d, sq)
+                scale_in_place(st.reported, factors)
+                scale_in_place(st.reported_d, sq)
             for acc in ch.groups.values():
-                for i in range(len(acc)):
-                    acc[i] *= factors[i]
+                scale_in_place(acc, factors)
 
     def sweep(self, now_ms: int) -> None:
         cutoff = now_ms - self.ttl_ms

@@ -448,8 +448,10 @@ class RateSpike(Struct):
         day_old = horizon_ms - 86_400_000
         for st in self.keys.values():  # every key, hourly: the moments are read as fields (DailyBaseline.moments)
             base = st.base
-            e = sum(base.e)
-            c = sum(base.c)
+            tot = base.totals
+            if tot is None:
+                tot = base.totals = (sum(base.c), sum(base.e))
+            c, e = tot
             if st.first_ms <= day_old and e > 0:
                 rates.append(c / e)
             den = base.disp_den_h

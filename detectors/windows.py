@@ -148,6 +148,9 @@ class DailyBaseline(Struct):
     free_h: float = 0.0
     #: Silent hours up to this one (absolute) fold as held (``mark_firing``).
     hold_h: int = -1
+    #: ``(sum(c), sum(e))`` as of the last fold, or None: the priors learned across keys read every key's
+    #: totals hourly, and most keys fold nothing in an hour (a cache, rebuilt bit-identical when None)
+    totals: tuple[float, float] | None = None
 
     @classmethod
     def new(cls, start_hour: int, warm_hours: float = 0.0) -> DailyBaseline:
@@ -263,6 +266,7 @@ class DailyBaseline(Struct):
         self.day_units += spread
         self.c[slot] = self.c[slot] * decay + acc
         self.e[slot] = self.e[slot] * decay + 1.0
+        self.totals = None
 
     def _silent(self, start: int, end: int, decay_h: float, decay: float, prior_rate: float, prior_w: float,
                 hour_w: float, hour_units: float = 0.0) -> None:

@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n
+from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
 from fleetepi.detectors.windows import DAY_H, DailyBaseline, Windows, window_expectation
 
 
@@ -157,6 +157,26 @@ def test_decayed_counts_survive_a_rebase_exactly() -> None:
     assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(before, after))
     # at the hour scale, cases at 0, 10 and 60 minutes weigh e^-2, e^-11/6 and e^-1 two hours in
     assert math.isclose(before[0], math.exp(-2) + math.exp(-11 / 6) + math.exp(-1), rel_tol=1e-9)
+
+
+def test_a_rebase_scales_every_stored_value_and_no_more() -> None:
+    """``scale_in_place`` is what every detector's rebase calls: a counter may hold fewer scales than the clock."""
+    values = [2.0, 4.0]
+    scale_in_place(values, (0.5, 0.25, 0.125))
+    assert values == [1.0, 1.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.floats(0.0, 5.0)), min_size=1, max_size=40))
+def test_a_baseline_s_cached_totals_are_its_sums_after_every_fold(items: list[tuple[int, float]]) -> None:
+    """The priors read ``totals`` hourly instead of summing every key's slots: a stale cache would mislead them."""
+    base = DailyBaseline.new(start_hour=0, warm_hours=3.0)
+    for hour, x in sorted(items):
+        base.add(hour, x)
+        if base.totals is None:
+            base.totals = (sum(base.c), sum(base.e))  # as RateSpike._update_prior fills it
+        base.fold_until(hour - 2, 0.9, 0.1, 24.0, 4.0)
+        assert base.totals is None or base.totals == (sum(base.c), sum(base.e))
 
 
 def test_effective_counts_and_exposure() -> None:
