@@ -236,14 +236,14 @@ class HostPeers(Struct):
                 chosen = (key, prop)
                 best = max(best, r)
         if chosen is not None:
-            key, prop = chosen
-            if key:
-                ak, v = split_key(key)
-                basis = f"peers with {ak}={v} ({inventory.sizes.get(key, 0)} hosts)"
+            by, by_prop = chosen
+            if by:
+                ak, v = split_key(by)
+                basis = f"peers with {ak}={v} ({inventory.sizes.get(by, 0)} hosts)"
             else:
                 basis = f"the fleet ({inventory.active_hosts} hosts)"
             if learn:
-                basis += f" x {prop:.2g}, the host's propensity ({h_old:.0f} h)"
+                basis += f" x {by_prop:.2g}, the host's propensity ({h_old:.0f} h)"
         if use_own and h_old >= 1.0 and older > 0:
             own = older / h_old
             if own > best:
