@@ -247,7 +247,7 @@ class RateSpike(Struct):
         base = st.base
         # a key with a day of folded history is compared with it at every window (one computation); a
         # younger one also with its unfolded hours older than each window
-        settled = sum(base.e) >= DAY_H
+        settled = base.sums()[1] >= DAY_H
         # the baseline is an average of the few days it has seen, each as swinging as the key's days: early on,
         # its own error is most of a window's uncertainty (a key that ran at a third of its level on its first
         # day is at 10x on its second, and that is a day, not an outbreak)
@@ -283,7 +283,7 @@ class RateSpike(Struct):
         last episode has left it (an episode's units are not a new rise).
         """
         out: list[tuple[int, float, float, float]] = []
-        if not self.days or sum(st.base.e) < DAY_H:
+        if not self.days or st.base.sums()[1] < DAY_H:
             return out
         since = max(st.first_ms, st.resolved_ms)
         pending: float | None = None
@@ -448,10 +448,7 @@ class RateSpike(Struct):
         day_old = horizon_ms - 86_400_000
         for st in self.keys.values():  # every key, hourly: the moments are read as fields (DailyBaseline.moments)
             base = st.base
-            tot = base.totals
-            if tot is None:
-                tot = base.totals = (sum(base.c), sum(base.e))
-            c, e = tot
+            c, e = base.sums()
             if st.first_ms <= day_old and e > 0:
                 rates.append(c / e)
             den = base.disp_den_h

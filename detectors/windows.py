@@ -148,8 +148,8 @@ class DailyBaseline(Struct):
     free_h: float = 0.0
     #: Silent hours up to this one (absolute) fold as held (``mark_firing``).
     hold_h: int = -1
-    #: ``(sum(c), sum(e))`` as of the last fold, or None: the priors learned across keys read every key's
-    #: totals hourly, and most keys fold nothing in an hour (a cache, rebuilt bit-identical when None)
+    #: ``(sum(c), sum(e))`` as of the last fold, or None (``sums``): the priors learned across keys read every
+    #: key's totals hourly, and most keys fold nothing in an hour (a cache, rebuilt bit-identical when None)
     totals: tuple[float, float] | None = None
 
     @classmethod
@@ -192,11 +192,18 @@ class DailyBaseline(Struct):
         if until_hour > self.hold_h:
             self.hold_h = until_hour
 
+    def sums(self) -> tuple[float, float]:
+        """``(sum(c), sum(e))``: units and hours folded, summed once per fold however often they are read."""
+        tot = self.totals
+        if tot is None:
+            tot = self.totals = (sum(self.c), sum(self.e))
+        return tot
+
     def rate(self, slot: int, prior_rate: float, prior_w: float, hour_w: float, hour_units: float = 0.0) -> float:
-        c, e = self.c, self.e
-        overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
+        sum_c, sum_e = self.sums()
+        overall = (sum_c + prior_rate * prior_w) / (sum_e + prior_w)
         w = slot_weight(overall, hour_w, hour_units)
-        return (c[slot] + w * overall) / (e[slot] + w)
+        return (self.c[slot] + w * overall) / (self.e[slot] + w)
 
     def rates(self, prior_rate: float, prior_w: float, hour_w: float, before_hour: int | None = None,
               hour_units: float = 0.0) -> list[float]:
@@ -215,19 +222,22 @@ class DailyBaseline(Struct):
                 slot = h % DAY_H
                 c[slot] += p.get(h, 0.0)
                 e[slot] += 1.0
-        overall = (sum(c) + prior_rate * prior_w) / (sum(e) + prior_w)
+            sum_c, sum_e = sum(c), sum(e)
+        else:
+            sum_c, sum_e = self.sums()
+        overall = (sum_c + prior_rate * prior_w) / (sum_e + prior_w)
         w = slot_weight(overall, hour_w, hour_units)
         return [(c[h] + w * overall) / (e[h] + w) for h in range(DAY_H)]
 
     def units(self, before_hour: int | None = None) -> float:
         """Units the rates were learned from (folded, and unfolded ones before ``before_hour``)."""
         extra = sum(acc for h, acc, _, _ in self.pending if h < before_hour) if before_hour is not None else 0.0
-        return sum(self.c) + extra
+        return self.sums()[0] + extra
 
     def history_h(self, before_hour: int | None = None) -> float:
         """Hours of history the baseline holds (folded, credited, and unfolded ones before ``before_hour``)."""
         extra = max(before_hour - self.hour, 0) if before_hour is not None else 0
-        return sum(self.e) + extra
+        return self.sums()[1] + extra
 
     def _fold_hour(self, h: int, acc: float, fired: bool, decay_h: float, decay: float, prior_rate: float,
                    prior_w: float, hour_w: float, spread: float = 0.0, hour_units: float = 0.0) -> None:

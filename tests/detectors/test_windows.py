@@ -169,14 +169,13 @@ def test_a_rebase_scales_every_stored_value_and_no_more() -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 200), st.floats(0.0, 5.0)), min_size=1, max_size=40))
 def test_a_baseline_s_cached_totals_are_its_sums_after_every_fold(items: list[tuple[int, float]]) -> None:
-    """The priors read ``totals`` hourly instead of summing every key's slots: a stale cache would mislead them."""
+    """Rates, priors and units read ``sums`` instead of summing the slots: a stale cache would mislead them all."""
     base = DailyBaseline.new(start_hour=0, warm_hours=3.0)
     for hour, x in sorted(items):
         base.add(hour, x)
-        if base.totals is None:
-            base.totals = (sum(base.c), sum(base.e))  # as RateSpike._update_prior fills it
         base.fold_until(hour - 2, 0.9, 0.1, 24.0, 4.0)
-        assert base.totals is None or base.totals == (sum(base.c), sum(base.e))
+        assert base.sums() == (sum(base.c), sum(base.e))
+        assert base.units() == sum(base.c) and base.history_h() == sum(base.e)
 
 
 def test_effective_counts_and_exposure() -> None:
