@@ -128,6 +128,10 @@ class DetectorConfig:
     #: weighs this much; a hardware error of the host (not an application Xid) that much.
     host_odd_weight: float = 3.0
     host_hw_weight: float = 2.0
+    #: Units the odd-shape channel needs (odd-shaped crashes of distinct signatures, each once a day;
+    #: effective and decayed, so 2.5 is three within about half a day): against a fleet rate near zero,
+    #: three are p ~ 1e-10. ``host_min_units`` holds every other channel.
+    host_odd_min_units: float = 2.5
     #: A crash's bitflip_score at or above this makes it an odd shape.
     host_bitflip_min: float = 0.5
     #: A host whose last day is this dominated by one signature, with at most
@@ -219,7 +223,7 @@ class DetectorConfig:
             if isinstance(v, list):
                 object.__setattr__(self, f.name, tuple(v))
         for name in ("step_s", "settle_s", "max_jump_s", "unit_span_s", "job_span_s", "host_longrun_s",
-                     "cohort_longrun_s", "baseline_halflife_days"):
+                     "cohort_longrun_s", "baseline_halflife_days", "host_odd_min_units"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("warmup_s", "cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",

@@ -49,6 +49,8 @@ ODD_FAULT_CLASSES = frozenset({"non_canonical"})
 ODD_CHANNEL = "odd_shape"
 #: A ticketed loop's signature is the loop's while it crashes again within this long.
 LOOP_GAP_MS = DAY_MS
+#: An odd-shaped signature counts once this long on a host's odd-shape channel.
+ODD_SIGNATURE_GAP_MS = DAY_MS
 
 
 def odd_shape(crash: Crash, bitflip_min: float) -> bool:
@@ -76,7 +78,8 @@ class Evidence(Struct):
     crashes: float = 0.0
     odd: float = 0.0
     hw: float = 0.0
-    #: (host, signature) -> ms of its last counted unit; (host, channel) -> step of its last hw unit
+    #: "s\x1f"+signature -> ms of its last crash unit; "o\x1f"+signature -> ms of its last odd-shape unit;
+    #: "h\x1f"+channel -> step of its last hardware error unit
     last_unit: dict[str, int] = field(default_factory=dict)
     #: cpu -> [inflated decayed crashes at the long-run scale, signatures seen on it]
     cpus: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
@@ -109,6 +112,7 @@ class HostSpike:
         self.state = HostSpikeState(host_peers_from_config(c, clock, alpha=c.host_alpha, min_units=c.host_min_units,
                                                            min_ratio=c.host_min_ratio))
         self.state.peers.peers_only = (ODD_CHANNEL,)
+        self.state.peers.peers_only_min_units = c.host_odd_min_units
         scales = list(clock.scales_s)
         self._day = scales.index(86400.0) if 86400.0 in scales else len(scales) // 2
         self._long = scales.index(c.host_longrun_s)
@@ -177,8 +181,14 @@ class HostSpike:
             # odd shapes also against the fleet's rate *of odd shapes*: in the crash channel a failing
             # host's few odd crashes are weighed against every crash its peers have, and on a fleet of
             # five crashes a host-day (some hosts run crashier jobs at 4x) they drown; against the rate
-            # at which healthy hosts corrupt memory (near zero) four of them in hours are news
-            self.state.peers.observe(case.host, ODD_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
+            # at which healthy hosts corrupt memory (near zero) three of them in hours are news. A
+            # signature counts there once a day: corruption crashes whatever runs on the host, while one
+            # signature crashing oddly again and again (a pod looping on a garbage pointer) is one bug
+            key = "o\x1f" + sig
+            last = e.last_unit.get(key)
+            if last is None or case.ts_ms - last >= ODD_SIGNATURE_GAP_MS:
+                e.last_unit[key] = case.ts_ms
+                self.state.peers.observe(case.host, ODD_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
 
     def _fold_hw(self, case: Case, ctx: Context) -> None:
         e = self._evidence(case.host)
@@ -361,6 +371,7 @@ class HostSpike:
         gd = g[self._day]
         cutoff = now_ms - int(self.config.key_ttl_s * 1000)
         unit_cut = now_ms - max(self._unit_ms, self._step_ms)
+        odd_cut = now_ms - ODD_SIGNATURE_GAP_MS
         hosts = self.state.hosts
         for h in [h for h, e in hosts.items() if e.last_ms < cutoff]:
             del hosts[h]
@@ -369,7 +380,8 @@ class HostSpike:
                 e.sigs = {s: x for s, x in e.sigs.items() if x / gd >= 0.01}
             if e.last_unit:
                 e.last_unit = {k: t for k, t in e.last_unit.items()
-                               if (t if k[0] == "s" else t * self._step_ms) > unit_cut}
+                               if (t > odd_cut if k[0] == "o" else
+                                   (t if k[0] == "s" else t * self._step_ms) > unit_cut)}
 
     def snapshot(self) -> dict[str, Any]:
         return msgspec.to_builtins(self.state)  # type: ignore[no-any-return]
@@ -377,6 +389,7 @@ class HostSpike:
     def restore(self, state: dict[str, Any]) -> None:
         self.state = msgspec.convert(state, HostSpikeState)
         self.state.peers.peers_only = (ODD_CHANNEL,)  # a snapshot from before the odd-shape channel
+        self.state.peers.peers_only_min_units = self.config.host_odd_min_units
 
     def counts(self) -> dict[str, float]:
         return self.state.peers.counts()

@@ -116,6 +116,9 @@ class HostPeers(Struct):
     #: has no healthy level of its own (odd-shaped crashes), where the own kernel would only hold the
     #: outbreak's own recent units (a long kernel minus a day's keeps a third of a 10-hour-old unit)
     peers_only: tuple[str, ...] = ()
+    #: the support a peers-only channel needs (0: ``min_units``): against a rate near zero, where three
+    #: independent reports are already p ~ 1e-10, four waited hours more for a failing host's fourth
+    peers_only_min_units: float = 0.0
 
     def is_chronic(self, channel: str, host: str) -> bool:
         ch = self.channels.get(channel)
@@ -250,15 +253,26 @@ class HostPeers(Struct):
                 best, basis = own, f"the host's own earlier rate ({h_old:.0f} h)"
         return best, basis, h_own, size
 
+    def _min_units(self, channel: str, resolving: bool = False) -> float:
+        """The support a test needs; a peers-only channel's episode holds down to half of it.
+
+        With no healthy level to come back to, a firing episode would otherwise end as soon as its
+        evidence decayed under the support, between two of a failing host's crashes, and the next
+        few would page again after the cooldown.
+        """
+        if self.peers_only_min_units and channel in self.peers_only:
+            return self.peers_only_min_units / 2 if resolving else self.peers_only_min_units
+        return self.min_units
+
     def _test(self, st: HostCounts, i: int, rate: float, h_own: float, g: tuple[float, ...],
-              alpha: float, size: float) -> tuple[bool, float, float, float]:
+              alpha: float, size: float, min_units: float) -> tuple[bool, float, float, float]:
         """(passes, p, observed, expected) of the host's count since its last report at scale ``i``."""
         obs, sq = self._news(st, i, g)
         mu = rate * h_own
         n_eff = kish_n(obs, sq)
         # support in units within about the scale: the Kish count is blind to decay (six units a week old
         # are still six), which against a zero expectation (odd shapes) would never let an episode end
-        if min(n_eff, obs) < self.min_units or obs < self.min_ratio * mu:
+        if min(n_eff, obs) < min_units or obs < self.min_ratio * mu:
             return False, 1.0, obs, mu
         mu_eff = mu * n_eff / obs if obs > 0 else mu
         p = nb_sf_real(n_eff, mu_eff, size)
@@ -269,12 +283,13 @@ class HostPeers(Struct):
         if st.firing:
             if now_ms - st.fired_ms < clock.scales_s[self.acute[0]] * 1000:
                 return None
+            min_units = self._min_units(name, resolving=True)
             for i in self.acute:
                 if i > st.fired_scale:
                     break  # a longer scale keeps the excess long after it ended
                 rate, _, h_own, size = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
                                                    name not in self.peers_only)
-                if self._test(st, i, rate, h_own, g, self.resolve_alpha, size)[0]:
+                if self._test(st, i, rate, h_own, g, self.resolve_alpha, size, min_units)[0]:
                     return None
             st.firing = False
             ch.firing.discard(host)
@@ -285,16 +300,17 @@ class HostPeers(Struct):
                                notes=(f"resolved: no scale significant at p < {self.resolve_alpha:g} against peers",))
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
             return None
+        min_units = self._min_units(name)
         best: tuple[float, int, float, float, str, float] | None = None
         since = inventory.since.get(host, now_ms)
         for i in self.acute:
             obs, sq = self._news(st, i, g)
             h_own = exposure_hours(since, now_ms, clock.scales_s[i])
-            if kish_n(obs, sq) < self.min_units or obs < self.min_ratio * fleet[i] * h_own:
+            if kish_n(obs, sq) < min_units or obs < self.min_ratio * fleet[i] * h_own:
                 continue  # cannot pass: the fleet's rate alone expects too much
             rate, basis, h_own, size = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
                                                    name not in self.peers_only)
-            ok, p, obs, mu = self._test(st, i, rate, h_own, g, self.alpha, size)
+            ok, p, obs, mu = self._test(st, i, rate, h_own, g, self.alpha, size, min_units)
             if ok and (best is None or p < best[0]):
                 best = (p, i, obs, mu, basis, size)
         if best is None:

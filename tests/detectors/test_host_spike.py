@@ -207,3 +207,51 @@ def test_a_ticketed_crash_loop_leaves_its_host_s_count(fl: SimpleNamespace) -> N
     alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
     assert [(a.host, a.severity, a.finding) for a in alerts] == [("h0042", "ticket", "crash_loop")], \
         [a.summary for a in alerts]
+
+
+@pytest.mark.parametrize(("config", "pages"), [
+    (DetectorConfig(), True),                             # three odd shapes in three signatures: news
+    (DetectorConfig(host_odd_min_units=4.0), False),      # the support asked before: it waited for a fourth
+])
+def test_three_odd_shaped_crashes_in_three_signatures_page(fl: SimpleNamespace, config: DetectorConfig,
+                                                           pages: bool) -> None:
+    """Silent corruption at its slowest: an odd-shaped crash every three hours, each in another signature.
+
+    On a fleet of ~5 crashes a host-day the crash channel cannot tell three
+    crashes from a crashier job; against the fleet's rate of odd shapes (none)
+    three are p ~ 1e-10, and the page comes with the third, not hours later
+    with a fourth.
+    """
+    at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
+    sick = [fl.crash(at + i * 3 * fl.HOUR, "h0042", f"lib{i}!f | lib{i}!g", **ODD) for i in range(3)]
+    end = at + 2 * fl.DAY
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), sick)
+    alerts = [a for a in fl.firing(fl.run(events, config=config, detectors=["host_spike"], end_ms=end))
+              if a.severity == "page"]
+    if not pages:
+        assert alerts == [], [a.summary for a in alerts]
+        return
+    assert [(a.host, a.finding) for a in alerts] == [("h0042", "suspected_bad_silicon")], [a.summary for a in alerts]
+    assert alerts[0].ts_ms - sick[-1].ts_ms <= 10 * fl.MIN  # the step after the third
+    assert "odd-shaped crashes over" in (alerts[0].summary or "")
+
+
+def test_an_odd_shaped_crash_loop_is_one_odd_unit_a_day(fl: SimpleNamespace) -> None:
+    """One signature crashing with a garbage pointer 40 times on one host: one bug, one odd-shape unit.
+
+    Corruption crashes whatever runs on the host, so the odd-shape channel,
+    tested against a rate near zero, counts a signature once a day; counted
+    per crash, a pod looping on a non-canonical address held 40 units there.
+    """
+    from fleetepi.detectors import Engine
+
+    at = fl.T0 + 2 * fl.DAY
+    loop = [fl.crash(at + i * 5 * fl.MIN, "h0042", "app!main | app!deref", fault_class="non_canonical")
+            for i in range(40)]
+    loop.append(fl.crash(at + fl.DAY + fl.HOUR, "h0042", "app!main | app!deref", fault_class="non_canonical"))
+    eng = Engine(DetectorConfig(), detectors=["host_spike"])
+    for ev in fl.merged(fl.hosts(), fl.heartbeat(fl.T0, at), loop):
+        eng.process(ev)
+    eng.advance(at + fl.DAY + 2 * fl.HOUR)
+    odd = eng.detectors[0].state.peers.channels["odd_shape"].hosts["h0042"]
+    assert odd.total == 2.0  # the first crash, and the one a day later
