@@ -35,6 +35,7 @@ import msgspec
 from msgspec import Struct, field
 
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
+from fleetepi.contract.shapes import hardware_flags
 from fleetepi.detectors.base import Context
 from fleetepi.detectors.cases import Case
 from fleetepi.detectors.config import DetectorConfig
@@ -56,16 +57,15 @@ ODD_SIGNATURE_GAP_MS = DAY_MS
 def odd_shape(crash: Crash, bitflip_min: float) -> bool:
     """Does this crash look like bad silicon rather than bad code?
 
-    The founding case: stack pointers not 16-byte aligned and fault
-    addresses one bit from a valid pointer, all from one host whose CPU
-    miscomputed. The agent flags them (``misaligned_sp``, ``bit_flip_address``),
-    scores bit flips, and classes non-canonical addresses. A return to NULL
-    is the libunwind race: software on many hosts, not silicon.
+    The founding case: stack pointers not 8-byte aligned and fault addresses
+    one bit from a valid pointer, all from one host whose CPU miscomputed.
+    The agent flags the first (``sp_misaligned``), scores bit flips, and
+    classes non-canonical addresses. A return to NULL (``ip_zero``) is the
+    libunwind race: software on many hosts, not silicon; so are a stack
+    overflow and a jump into data (``fleetepi.contract.shapes``).
     """
-    if crash.shape_flags:
-        for f in crash.shape_flags:
-            if f != "return_to_null":
-                return True
+    if crash.shape_flags and hardware_flags(crash.shape_flags):
+        return True
     if crash.bitflip_score is not None and crash.bitflip_score >= bitflip_min:
         return True
     return crash.fault_class in ODD_FAULT_CLASSES

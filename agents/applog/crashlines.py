@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from fleetepi.agents.core.shape import classify_fault
+from fleetepi.contract.shapes import GP_FAULT, IP_ZERO, SP_MISALIGNED
 
 _SEGFAULT = re.compile(
     r"(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip (?P<ip>[0-9a-f]+) sp (?P<sp>[0-9a-f]+)"
@@ -80,7 +81,7 @@ def job_from_cgroup(path: str) -> str | None:
 
 def _site(m: re.Match[str]) -> tuple[str, list[str]]:
     ip = int(m.group("ip"), 16)
-    flags = ["ip_zero"] if ip == 0 else []
+    flags = [IP_ZERO] if ip == 0 else []
     if m.group("lib") and m.group("base"):
         base, size = int(m.group("base"), 16), int(m.group("size"), 16)
         lib = m.group("lib").rsplit("/", 1)[-1]
@@ -99,7 +100,7 @@ def segfault(text: str) -> CrashFields | None:
     present = bool(error & 1)
     fault_class = classify_fault(addr, lambda _a: present)
     if int(m.group("sp"), 16) % 8:
-        flags.append("sp_misaligned")
+        flags.append(SP_MISALIGNED)
     notes = [f"kernel: segfault, page-fault error {error} ({'protection' if present else 'not present'}, "
              f"{'write' if error & 2 else 'read'}{', instruction fetch' if error & 16 else ''})"]
     if m.group("socket"):
@@ -117,7 +118,7 @@ def trap(text: str) -> CrashFields | None:
     site, flags = _site(m)
     what = m.group("what")
     if what == "general protection fault":
-        flags.append("gp_fault")
+        flags.append(GP_FAULT)
     return CrashFields(signature=site, signal=_TRAP_SIGNAL.get(what, "SIGTRAP"), executable=process_name(m.group("comm")),
                        fault_class="none", cpu=int(m.group("cpu")) if m.group("cpu") else None, shape_flags=flags,
                        notes=[f"kernel: {what}"], pid=int(m.group("pid")))

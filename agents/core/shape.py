@@ -16,6 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleetepi.agents.core.notes import POINTER_REGS, SigInfo
+from fleetepi.contract.shapes import (
+    FAULT_BITFLIP,
+    GP_FAULT,
+    IP_BITFLIP,
+    IP_NOT_EXECUTABLE,
+    IP_ZERO,
+    REG_BITFLIP,
+    SP_MISALIGNED,
+    SP_UNMAPPED,
+)
 
 #: Linux's default ``vm.mmap_min_addr``: nothing is ever mapped below it.
 NULL_PAGE_LIMIT = 0x10000
@@ -100,17 +110,17 @@ def crash_shape(
             shape.fault_address = siginfo.addr
             shape.fault_class = classify_fault(siginfo.addr, is_mapped)
         elif siginfo.signo in (_signal.SIGSEGV, _signal.SIGBUS) and siginfo.code == SI_KERNEL:
-            shape.flags.append("gp_fault")  # non-canonical access or similar: no address reported
+            shape.flags.append(GP_FAULT)  # non-canonical access or similar: no address reported
     if regs is None:
         return shape
     rip, rsp = regs["rip"], regs["rsp"]
     if rip == 0:
-        shape.flags.append("ip_zero")
+        shape.flags.append(IP_ZERO)
     elif not is_executable(rip):
-        shape.flags.append("ip_not_executable")
+        shape.flags.append(IP_NOT_EXECUTABLE)
         bits = [b for b in range(12, 64) if is_executable(rip ^ (1 << b))]
         if bits and not _near_mapping(rip, is_executable):
-            shape.flags.append("ip_bitflip")
+            shape.flags.append(IP_BITFLIP)
             shape.bitflip_score += 1.0 / len(bits)
             shape.bitflip_detail.append(f"rip 0x{rip:x} is bit {bits[0]} away from executable code")
     # Compiled x86-64 code only ever moves rsp by multiples of 8. The stricter
@@ -119,13 +129,13 @@ def crash_shape(
     # (measured on this project's test program at -O1), so it fires on
     # healthy crashes.
     if rsp % 8 != 0:
-        shape.flags.append("sp_misaligned")
+        shape.flags.append(SP_MISALIGNED)
     if not is_mapped(rsp):
-        shape.flags.append("sp_unmapped")
+        shape.flags.append(SP_UNMAPPED)
     if shape.fault_address is not None and shape.fault_class in ("unmapped", "non_canonical", "kernel"):
         bits = bitflip_candidates(shape.fault_address, is_mapped)
         if bits:
-            shape.flags.append("fault_bitflip")
+            shape.flags.append(FAULT_BITFLIP)
             shape.bitflip_score += 1.0 / len(bits)
             shape.bitflip_detail.append(f"fault address 0x{shape.fault_address:x} is bit {bits[0]} away from mapped memory")
     reg_hits = 0
@@ -136,7 +146,7 @@ def crash_shape(
             shape.bitflip_score += _REG_WEIGHT / len(bits)
             shape.bitflip_detail.append(f"{name} 0x{regs[name]:x} is bit {bits[0]} away from mapped memory")
     if reg_hits:
-        shape.flags.append("reg_bitflip")
+        shape.flags.append(REG_BITFLIP)
     shape.bitflip_score = round(shape.bitflip_score, 4)
     return shape
 

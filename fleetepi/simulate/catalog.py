@@ -81,7 +81,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("bus_error", "SIGBUS", 2, "mapped", (), "user", (0.0, 0.2)),
     Shape("return_to_null", "SIGSEGV", 1, "null_page", ("return_to_null",), "null", (0.0, 0.05)),
     # Silent CPU corruption (the founding case): non-canonical addresses one bit
-    # away from a valid pointer, a stack pointer not 16-byte aligned.
+    # away from a valid pointer, a stack pointer not 8-byte aligned. The flags keep
+    # the first simulator's names (the classic preset is held byte for byte to its
+    # recordings); fleetepi.contract.shapes reads them as the agents' names.
     Shape("bit_flip", "SIGSEGV", 128, "non_canonical", ("misaligned_sp", "bit_flip_address"), "noncanonical",
           (0.7, 1.0)),
     Shape("illegal_instruction", "SIGILL", 2, "mapped", ("misaligned_sp",), "user", (0.5, 0.9)),

@@ -259,3 +259,23 @@ def test_uncaught_cpp_exception_is_demangled_and_skips_terminate(analyzer, core_
         assert crash.signature == "thrower!_ZN3svc12parse_headerEi | thrower!_ZN3svc14handle_requestEi | thrower!main"
     # libstdc++ frames were skipped whatever their version suffix
     assert any(f.module == "libstdc++.so.6" for f in crash.frames or [])
+
+
+@pytest.mark.parametrize(("mode", "odd"), [
+    ("null", False),   # a return to NULL, the libunwind race's shape: software on many hosts
+    ("segv", False),   # a NULL store
+    ("abort", False),
+    ("flip", True),    # a heap pointer one bit off: what a miscomputing CPU leaves
+])
+def test_the_host_detector_reads_the_agent_s_shapes(analyzer, core_factory, mode, odd):  # type: ignore[no-untyped-def]
+    """Real cores through ``host_spike``'s shape test: the agent's flag names are the detector's.
+
+    The detector knew only the simulator's names and counted every other
+    flag as silicon: a real core's ``ip_zero`` (the founding case's software
+    population) was evidence against its host.
+    """
+    from fleetepi.detectors import DetectorConfig
+    from fleetepi.detectors.host_spike import odd_shape
+
+    crash = crash_of(analyzer, core_factory("pie_fp_g", mode))
+    assert odd_shape(crash, DetectorConfig().host_bitflip_min) is odd, (crash.shape_flags, crash.bitflip_score)

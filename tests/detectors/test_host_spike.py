@@ -10,7 +10,7 @@ from fleetepi.detectors import DetectorConfig
 from fleetepi.detectors.findings import incident_signature
 from fleetepi.detectors.host_spike import odd_shape
 
-ODD = {"fault_class": "non_canonical", "shape_flags": ["misaligned_sp", "bit_flip_address"], "bitflip_score": 0.9}
+ODD = {"fault_class": "non_canonical", "shape_flags": ["sp_misaligned", "fault_bitflip"], "bitflip_score": 0.9}
 
 
 def _trouble(fl: SimpleNamespace, what: str, at: int) -> list:
@@ -102,11 +102,19 @@ def test_crashes_on_one_cpu_core_across_signatures_are_bad_silicon(fl: SimpleNam
 
 @pytest.mark.parametrize(("kw", "odd"), [
     ({}, False),                                                  # a plain abort
-    ({"fault_class": "null_page", "shape_flags": ["return_to_null"]}, False),  # the libunwind race: software
+    ({"fault_class": "null_page", "shape_flags": ["ip_zero"]}, False),  # the libunwind race: software
     ({"fault_class": "non_canonical"}, True),                     # an address no pointer can hold
-    ({"shape_flags": ["misaligned_sp"]}, True),                   # a stack pointer off 16-byte alignment
+    ({"shape_flags": ["gp_fault"]}, True),                        # the same, from a kernel log line
+    ({"shape_flags": ["sp_misaligned"]}, True),                   # a stack pointer off 8-byte alignment
+    ({"shape_flags": ["sp_unmapped"]}, False),                    # a stack overflow
+    ({"shape_flags": ["ip_not_executable"]}, False),              # a call through a garbage pointer
+    ({"shape_flags": ["fault_bitflip"], "bitflip_score": 0.1}, False),  # one of ten bits: a neighbour, no flip
     ({"bitflip_score": 0.95}, True),                              # one bit from a valid pointer
     ({"bitflip_score": 0.1}, False),                              # not enough of a flip
+    # earlier simulator recordings' names, read as the agents'
+    ({"fault_class": "null_page", "shape_flags": ["return_to_null"]}, False),
+    ({"shape_flags": ["misaligned_sp"]}, True),
+    ({"shape_flags": ["bit_flip_address"], "bitflip_score": 0.1}, False),
 ])
 def test_odd_shape(fl: SimpleNamespace, kw: dict, odd: bool) -> None:
     assert odd_shape(fl.crash(fl.T0, "h1", "s", **kw), 0.5) is odd
