@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from fleetepi.agents.core.shape import classify_fault
-from fleetepi.contract.shapes import GP_FAULT, IP_ZERO, SP_MISALIGNED
+from fleetepi.contract.shapes import GP_FAULT, IP_OUTSIDE_MODULE, IP_ZERO, SP_MISALIGNED
 
 _SEGFAULT = re.compile(
     r"(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip (?P<ip>[0-9a-f]+) sp (?P<sp>[0-9a-f]+)"
@@ -87,7 +87,7 @@ def _site(m: re.Match[str]) -> tuple[str, list[str]]:
         lib = m.group("lib").rsplit("/", 1)[-1]
         if base <= ip < base + size:
             return f"{lib}!0x{ip - base:x}", flags
-        return f"{lib}!?", [*flags, "ip_outside_module"]
+        return f"{lib}!?", [*flags, IP_OUTSIDE_MODULE]
     return ("NULL" if ip == 0 else "[unmapped]"), flags
 
 

@@ -29,6 +29,7 @@ from fleetepi.agents.core.shape import Shape, crash_shape
 from fleetepi.agents.core.stackwalk import CaughtSignal, RawFrame, StackWalker
 from fleetepi.agents.core.symbols import SymbolCache
 from fleetepi.contract import Crash, Frame, Module
+from fleetepi.contract.shapes import IN_SIGNAL_HANDLER
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ class CoreAnalyzer:
             rip = caught.regs["rip"]
             shape = crash_shape(caught.regs, caught.siginfo, addrs.is_mapped, addrs.is_executable,
                                 at_function_entry=rip != 0 and addrs.function_start(rip) == rip)
-            shape.flags.append("in_signal_handler")
+            shape.flags.append(IN_SIGNAL_HANDLER)
             notes.append(
                 f"crash shape from the {signal_name(caught.siginfo.signo)} (si_code {caught.siginfo.code}) that a "
                 "signal handler caught; the process then died of "

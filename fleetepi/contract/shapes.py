@@ -28,6 +28,8 @@ SP_UNMAPPED = "sp_unmapped"
 FAULT_BITFLIP = "fault_bitflip"
 REG_BITFLIP = "reg_bitflip"
 GP_FAULT = "gp_fault"
+IP_OUTSIDE_MODULE = "ip_outside_module"
+IN_SIGNAL_HANDLER = "in_signal_handler"
 
 #: The simulator's names (its classic preset is held byte for byte to the first recordings), read as the agents'.
 ALIASES = {"return_to_null": IP_ZERO, "misaligned_sp": SP_MISALIGNED, "bit_flip_address": FAULT_BITFLIP}
@@ -45,5 +47,6 @@ def hardware_flags(flags: Iterable[str] | None) -> list[str]:
     return [f for f in (canonical_flag(x) for x in flags or ()) if f in HARDWARE_FLAGS]
 
 
-__all__ = ["ALIASES", "FAULT_BITFLIP", "GP_FAULT", "HARDWARE_FLAGS", "IP_BITFLIP", "IP_NOT_EXECUTABLE", "IP_ZERO",
-           "REG_BITFLIP", "SP_MISALIGNED", "SP_UNMAPPED", "canonical_flag", "hardware_flags"]
+__all__ = ["ALIASES", "FAULT_BITFLIP", "GP_FAULT", "HARDWARE_FLAGS", "IN_SIGNAL_HANDLER", "IP_BITFLIP",
+           "IP_NOT_EXECUTABLE", "IP_OUTSIDE_MODULE", "IP_ZERO", "REG_BITFLIP", "SP_MISALIGNED", "SP_UNMAPPED", "canonical_flag",
+           "hardware_flags"]
