@@ -263,3 +263,28 @@ def test_an_odd_shaped_crash_loop_is_one_odd_unit_a_day(fl: SimpleNamespace) -> 
     eng.advance(at + fl.DAY + 2 * fl.HOUR)
     odd = eng.detectors[0].state.peers.channels["odd_shape"].hosts["h0042"]
     assert odd.total == 2.0  # the first crash, and the one a day later
+
+
+def test_the_founding_case_in_the_agents_words(fl: SimpleNamespace) -> None:
+    """Both populations as the core reader writes them: returns to NULL (``ip_zero``) on many hosts, and
+    one host whose cores show stack pointers off alignment (``sp_misaligned``) across signatures.
+
+    The race reaches NULL from three callers, so a busy host may hold three
+    of its signatures in a few hours: that host is not sick. The host
+    detector once knew only the simulator's name for a return to NULL and
+    took ``ip_zero`` for an odd shape: the race's 43 cases raised the fleet's
+    rate of odd shapes, which the silicon host is tested against, and the
+    real one never paged.
+    """
+    at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
+    end = at + fl.DAY
+    race = [fl.crash(at + (i * 37 % 1200) * fl.MIN, f"h{(i * 7) % 200:04d}", f"NULL | libunwind.so.8!_ULx86_64_step{i % 3}",
+                     fault_class="null_page", shape_flags=["ip_zero"]) for i in range(40)]
+    race += [fl.crash(at + k * 2 * fl.HOUR, "h0010", f"NULL | libunwind.so.8!_ULx86_64_step{k}",
+                      fault_class="null_page", shape_flags=["ip_zero"]) for k in range(3)]
+    silicon = [fl.crash(at + k * 90 * fl.MIN, "h0042", f"lib{k}!f | lib{k}!g", shape_flags=["sp_misaligned"])
+               for k in range(6)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), race, silicon)
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
+    pages = [(a.host, a.finding) for a in alerts if a.severity == "page"]
+    assert pages == [("h0042", "suspected_bad_silicon")], [a.summary for a in alerts]
