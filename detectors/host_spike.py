@@ -2,10 +2,10 @@
 
 Keyed by host, on ``detectors.peers``. A host's crash units: a crash counts
 once per (host, signature) an hour, so a crash-looping pod is one unit an
-hour, while a crash with an *odd shape* (a bit-flip score, a non-canonical
-fault address, a misaligned stack pointer) always counts ``host_odd_weight``
-units: silent CPU or memory corruption, the founding case, shows exactly
-that — many signatures, odd shapes, one host. The host's hardware errors
+hour, and a crash with an *odd shape* (a bit-flip score, a non-canonical
+fault address, a misaligned stack pointer) counts ``host_odd_weight`` units:
+silent CPU or memory corruption, the founding case, shows exactly that —
+many signatures, odd shapes, one host. The host's hardware errors
 (hardware Xids, uncorrectable ECC, NVLink, PCIe; not the application Xids
 that job bursts leave) count ``host_hw_weight`` each: failing memory shows as
 SIGBUS crashes *and* Xid 48/94 on the same host, neither alone enough.
@@ -13,9 +13,10 @@ SIGBUS crashes *and* Xid 48/94 on the same host, neither alone enough.
 When the count test fires, the evidence of the last day says what it is:
 
 * ``crash_loop`` (ticket): one signature (at most two) makes most of the
-  host's crashes, no odd shapes, no hardware errors — a pod restarting with
-  back-off, which its owners fix, not the host's;
-* ``suspected_bad_silicon`` (page): odd-shaped crashes across signatures;
+  host's crashes, no odd shapes outside it, no hardware errors — a pod
+  restarting with back-off (on a garbage pointer, maybe), which its owners
+  fix, not the host's;
+* ``suspected_bad_silicon`` (page): odd-shaped crashes in two signatures or more;
 * ``hardware_errors`` (page): crashes together with hardware errors;
 * ``sick_host`` (page): otherwise, many signatures far above its peers.
 
@@ -77,6 +78,8 @@ class Evidence(Struct):
     sigs: dict[str, float] = field(default_factory=dict)
     crashes: float = 0.0
     odd: float = 0.0
+    #: odd-shaped crashes per signature: one signature crashing oddly again and again is one bug
+    odd_sigs: dict[str, float] = field(default_factory=dict)
     hw: float = 0.0
     #: "s\x1f"+signature -> ms of its last crash unit; "o\x1f"+signature -> ms of its last odd-shape unit;
     #: "h\x1f"+channel -> step of its last hardware error unit
@@ -89,6 +92,23 @@ class Evidence(Struct):
     loops: dict[str, int] = field(default_factory=dict)
     silicon_until_ms: int = 0
     last_ms: int = 0
+
+
+class DayEvidence(Struct, frozen=True):
+    """What a host's last day looked like, as the findings read it."""
+
+    crashes: float = 0.0
+    #: signatures with half a crash or more
+    n_sigs: int = 0
+    #: the top signature's share of the crashes
+    top: float = 0.0
+    top_signature: str | None = None
+    odd: float = 0.0
+    #: signatures with half an odd-shaped crash or more (corruption crashes whatever runs)
+    odd_sigs: int = 0
+    #: odd-shaped crashes outside the top signature (a loop on a garbage pointer has none)
+    odd_elsewhere: float = 0.0
+    hw: float = 0.0
 
 
 class HostSpikeState(Struct):
@@ -156,19 +176,21 @@ class HostSpike:
             else:
                 del e.loops[sig]  # it stopped for a day: a new loop is news again
                 looping = None
-        if looping is not None and not odd:
-            w = 0.0
-        elif odd:
+        if odd:
             e.odd += gd
-            w = c.host_odd_weight
+            e.odd_sigs[sig] = e.odd_sigs.get(sig, 0.0) + gd
+        if looping is not None:
+            w = 0.0  # a ticketed loop's crashes are explained, odd-shaped or not
         else:
+            # once per (host, signature) an hour, an odd-shaped one weighing more: a pod looping on a
+            # garbage pointer is one unit an hour, as any loop, not host_odd_weight units per restart
             key = "s\x1f" + sig
             last = e.last_unit.get(key)
             if last is not None and case.ts_ms - last < self._unit_ms:
                 w = 0.0
             else:
                 e.last_unit[key] = case.ts_ms
-                w = 1.0
+                w = c.host_odd_weight if odd else 1.0
         if crash.cpu is not None:
             cnt, sigs = e.cpus.get(str(crash.cpu), (0.0, []))
             if sig not in sigs and len(sigs) < 16:
@@ -243,40 +265,43 @@ class HostSpike:
         e = self.state.hosts.get(host)
         if e is None or now_ms < e.loop_ticket_until_ms:
             return None
-        g = ctx.clock.g(now_ms)
-        crashes, n_sigs, top, odd, hw = self._day_evidence(host, g)
-        if crashes * top < c.loop_min_crashes or top < c.loop_min_share or odd >= 1 or hw >= 1:
+        d = self._day_evidence(host, ctx.clock.g(now_ms))
+        if d.crashes * d.top < c.loop_min_crashes or d.top < c.loop_min_share or d.odd_elsewhere >= 1 or d.hw >= 1:
             return None
-        sig = self._top_signature(host)
+        sig = d.top_signature
         if sig is None:  # top > 0 above: the host has crashed with a signature
             return None
         e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
         e.loops[sig] = now_ms
-        v = PeerVerdict(host, "crash", "firing", now_ms, crashes * top, 0.0, 86400.0, "a crash loop")
-        summary = (f"host {host} has a crash loop: {crashes * top:.3g} crashes of one signature over ~a day "
-                   f"({top:.0%} of its crashes; a pod restarting, for its owners to fix): {sig[:90]}")
+        v = PeerVerdict(host, "crash", "firing", now_ms, d.crashes * d.top, 0.0, 86400.0, "a crash loop")
+        summary = (f"host {host} has a crash loop: {d.crashes * d.top:.3g} crashes of one signature over ~a day "
+                   f"({d.top:.0%} of its crashes; a pod restarting, for its owners to fix): {sig[:90]}")
         notes = [f"crash loop: >= {c.loop_min_crashes:g} crashes of one (host, signature) within about a day, "
-                 f">= {c.loop_min_share:.0%} of the host's crashes, no odd shapes, no hardware errors; the host's "
+                 f">= {c.loop_min_share:.0%} of the host's crashes, no odd shapes in other signatures, no "
+                 f"hardware errors; the host's "
                  f"count against its peers counted the loop once an hour, and leaves it out while it loops"]
         return self._alert(v, "crash_loop", None, summary, notes, incident=incident_signature(sig))
 
-    def _day_evidence(self, host: str, g: tuple[float, ...]) -> tuple[float, int, float, float, float]:
-        """(crashes, distinct signatures, top signature's share, odd crashes, hardware errors) over ~a day."""
+    def _day_evidence(self, host: str, g: tuple[float, ...]) -> DayEvidence:
         e = self.state.hosts.get(host)
         if e is None:
-            return 0.0, 0, 0.0, 0.0, 0.0
+            return DayEvidence()
         gd = g[self._day]
         crashes = e.crashes / gd
         vals = [x / gd for x in e.sigs.values()]
-        n_sigs = sum(1 for x in vals if x >= 0.5)
-        top = max(vals) / crashes if vals and crashes > 0 else 0.0
-        return crashes, n_sigs, top, e.odd / gd, e.hw / gd
+        top_sig = self._top_signature(host)
+        odd = e.odd / gd
+        odd_top = e.odd_sigs.get(top_sig, 0.0) / gd if top_sig is not None else 0.0
+        return DayEvidence(crashes, sum(1 for x in vals if x >= 0.5),
+                           max(vals) / crashes if vals and crashes > 0 else 0.0, top_sig, odd,
+                           sum(1 for x in e.odd_sigs.values() if x / gd >= 0.5), max(odd - odd_top, 0.0), e.hw / gd)
 
     def _verdict(self, v: PeerVerdict, now_ms: int, ctx: Context) -> Alert | None:
         c = self.config
         g = ctx.clock.g(now_ms)
         host = v.host
-        crashes, n_sigs, top, odd, hw = self._day_evidence(host, g)
+        d = self._day_evidence(host, g)
+        crashes, n_sigs, top, odd, hw = d.crashes, d.n_sigs, d.top, d.odd, d.hw
         evidence = (f"evidence over ~a day: {crashes:.3g} crashes of {n_sigs} signatures (top one {top:.0%}), "
                     f"{odd:.3g} with odd shapes (bit flips, non-canonical address, misaligned stack), "
                     f"{hw:.3g} hardware errors ({', '.join(sorted(self._hw_kinds))})")
@@ -287,11 +312,11 @@ class HostSpike:
                        f"~{span(v.window_s)} vs {v.expected:.2g} expected from {v.basis}): a standing condition")
             return self._alert(v, "chronic", v.p_value, summary, [*v.notes, evidence])
         sig: str | None = None  # the loop's signature, for a crash_loop
-        if odd >= 2 and n_sigs >= 2:
+        if odd >= 2 and d.odd_sigs >= 2:
             finding, what = "suspected_bad_silicon", "likely silent CPU/memory corruption: drain and test it"
         elif hw >= 2:
             finding, what = "hardware_errors", "crashing with hardware errors (failing memory/GPU?): drain and test it"
-        elif top >= c.loop_min_share and n_sigs <= c.loop_max_signatures and odd < 1 and hw < 1:
+        elif top >= c.loop_min_share and n_sigs <= c.loop_max_signatures and d.odd_elsewhere < 1 and hw < 1:
             e = self._evidence(host)
             if now_ms < e.loop_ticket_until_ms:
                 return None
@@ -362,6 +387,7 @@ class HostSpike:
             e.sigs = {s: x * fd for s, x in e.sigs.items()}
             e.crashes *= fd
             e.odd *= fd
+            e.odd_sigs = {s: x * fd for s, x in e.odd_sigs.items()}
             e.hw *= fd
             e.cpus = {cpu: (cnt * fl, sigs) for cpu, (cnt, sigs) in e.cpus.items()}
 
@@ -378,6 +404,8 @@ class HostSpike:
         for e in hosts.values():
             if len(e.sigs) > 8:
                 e.sigs = {s: x for s, x in e.sigs.items() if x / gd >= 0.01}
+            if e.odd_sigs:
+                e.odd_sigs = {s: x for s, x in e.odd_sigs.items() if x / gd >= 0.01}
             if e.last_unit:
                 e.last_unit = {k: t for k, t in e.last_unit.items()
                                if (t > odd_cut if k[0] == "o" else

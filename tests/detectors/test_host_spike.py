@@ -244,6 +244,26 @@ def test_three_odd_shaped_crashes_in_three_signatures_page(fl: SimpleNamespace, 
     assert "odd-shaped crashes over" in (alerts[0].summary or "")
 
 
+def test_a_pod_looping_on_a_garbage_pointer_is_a_crash_loop_not_a_sick_host(fl: SimpleNamespace) -> None:
+    """One pod restarting with back-off 40 times, each time faulting on a non-canonical address.
+
+    Odd shapes in one signature are one bug, not silicon (corruption crashes
+    whatever runs on the host): a ticket. An odd-shaped crash weighed three
+    units per restart in the host's count, and a loop with odd shapes was
+    never a loop: it paged as a sick host.
+    """
+    at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
+    times = [at]
+    for i in range(39):
+        times.append(times[-1] + min(10 * 2 ** i, 300) * 1000)
+    loop = [fl.crash(t, "h0042", "app!main | app!deref", fault_class="non_canonical") for t in times]
+    end = at + fl.DAY
+    events = fl.merged(fl.hosts(), fl.background(200, fl.T0, end), fl.telemetry_background(200, fl.T0, end), loop)
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
+    assert [(a.host, a.severity, a.finding) for a in alerts] == [("h0042", "ticket", "crash_loop")], \
+        [a.summary for a in alerts]
+
+
 def test_an_odd_shaped_crash_loop_is_one_odd_unit_a_day(fl: SimpleNamespace) -> None:
     """One signature crashing with a garbage pointer 40 times on one host: one bug, one odd-shape unit.
 
