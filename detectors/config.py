@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from fleetepi.contract.shapes import BITFLIP_MIN
 from fleetepi.detectors.windows import PAST_DAYS
 from fleetepi.exceptions import ConfigError
 
@@ -133,7 +134,7 @@ class DetectorConfig:
     #: three are p ~ 1e-10. ``host_min_units`` holds every other channel.
     host_odd_min_units: float = 2.5
     #: A crash's bitflip_score at or above this makes it an odd shape.
-    host_bitflip_min: float = 0.5
+    host_bitflip_min: float = BITFLIP_MIN
     #: A host whose last day is this dominated by one signature, with at most
     #: ``loop_max_signatures`` signatures, is a crash loop (ticket), not a sick host.
     loop_min_share: float = 0.75

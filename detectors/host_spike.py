@@ -36,7 +36,7 @@ import msgspec
 from msgspec import Struct, field
 
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
-from fleetepi.contract.shapes import hardware_flags
+from fleetepi.contract.shapes import silicon_evidence
 from fleetepi.detectors.base import Context
 from fleetepi.detectors.cases import Case
 from fleetepi.detectors.config import DetectorConfig
@@ -45,8 +45,6 @@ from fleetepi.detectors.findings import FINDINGS, incident_host, incident_signat
 from fleetepi.detectors.peers import DAY_MS, HostPeers, PeerVerdict, host_peers_from_config
 from fleetepi.detectors.stats import score_of
 
-#: Fault classes that no ordinary software bug produces on x86-64.
-ODD_FAULT_CLASSES = frozenset({"non_canonical"})
 #: The peers channel of odd-shaped crashes alone (beside "crash", every crash unit).
 ODD_CHANNEL = "odd_shape"
 #: A ticketed loop's signature is the loop's while it crashes again within this long.
@@ -65,11 +63,7 @@ def odd_shape(crash: Crash, bitflip_min: float) -> bool:
     libunwind race: software on many hosts, not silicon; so are a stack
     overflow and a jump into data (``fleetepi.contract.shapes``).
     """
-    if crash.shape_flags and hardware_flags(crash.shape_flags):
-        return True
-    if crash.bitflip_score is not None and crash.bitflip_score >= bitflip_min:
-        return True
-    return crash.fault_class in ODD_FAULT_CLASSES
+    return bool(silicon_evidence(crash.shape_flags, crash.bitflip_score, crash.fault_class, bitflip_min))
 
 
 class Evidence(Struct):

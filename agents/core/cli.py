@@ -29,6 +29,7 @@ from fleetepi.agents.core.rules import load_rules
 from fleetepi.agents.core.signature import CoreAnalyzer, CoreReport
 from fleetepi.contract import Crash
 from fleetepi.contract.codec import encode
+from fleetepi.contract.shapes import silicon_evidence
 
 
 def _analyzer(rules_dir: str | None, max_core_gib: float, timeout_s: float, pyspy: bool, frames: int) -> CoreAnalyzer:
@@ -121,6 +122,9 @@ def _print_report(report: CoreReport) -> None:
                         f"flags {', '.join(c.shape_flags or []) or '-'}   bit-flip score {c.bitflip_score}")
     for line in report.bitflip_detail:
         print_data(console, "           ", line)
+    silicon = silicon_evidence(c.shape_flags, c.bitflip_score, c.fault_class)
+    print_data(console, "silicon?   ", ("yes: " + ", ".join(silicon), "bold") if silicon else
+               "no: a software shape (host_spike counts it as an ordinary crash)")
     table = Table(title="frames (innermost first)", show_lines=False)
     for col in ("#", "module", "function", "offset", "how"):
         table.add_column(col)

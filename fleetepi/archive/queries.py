@@ -21,9 +21,8 @@ from fleetepi.archive.epi import rate_per_1000, rate_ratio
 from fleetepi.archive.exceptions import NoMatch
 from fleetepi.archive.reader import Archive, quote
 from fleetepi.archive.schema import ATTR_PREFIX, attr_column
+from fleetepi.contract.shapes import BITFLIP_MIN  # a crash at or above it counts as a bit-flip shape
 
-#: A crash at or above this bitflip_score counts as a bit-flip shape (the detectors' host_bitflip_min default).
-BITFLIP_MIN = 0.5
 _ATTR_RE = "'^" + ATTR_PREFIX.replace(".", "\\.") + "'"
 
 

@@ -36,6 +36,11 @@ ALIASES = {"return_to_null": IP_ZERO, "misaligned_sp": SP_MISALIGNED, "bit_flip_
 
 #: Flags that no correctly computing machine produces.
 HARDWARE_FLAGS = frozenset({SP_MISALIGNED, GP_FAULT})
+#: ``Crash.fault_class`` values that no pointer the program computed correctly holds.
+HARDWARE_FAULT_CLASSES = frozenset({"non_canonical"})
+#: A bit-flip score at or above this is a flip (one or two candidate bits); below, a pointer that merely has
+#: mapped neighbours. host_spike's ``host_bitflip_min`` default, and the archive's and report's cut.
+BITFLIP_MIN = 0.5
 
 
 def canonical_flag(flag: str) -> str:
@@ -47,6 +52,17 @@ def hardware_flags(flags: Iterable[str] | None) -> list[str]:
     return [f for f in (canonical_flag(x) for x in flags or ()) if f in HARDWARE_FLAGS]
 
 
-__all__ = ["ALIASES", "FAULT_BITFLIP", "GP_FAULT", "HARDWARE_FLAGS", "IN_SIGNAL_HANDLER", "IP_BITFLIP",
+def silicon_evidence(flags: Iterable[str] | None, bitflip_score: float | None, fault_class: str | None,
+                     bitflip_min: float = BITFLIP_MIN) -> list[str]:
+    """What in a crash's shape is the machine's doing, worded; empty: it looks like software."""
+    out = hardware_flags(flags)
+    if bitflip_score is not None and bitflip_score >= bitflip_min:
+        out.append(f"bit-flip score {bitflip_score:g} >= {bitflip_min:g}")
+    if fault_class in HARDWARE_FAULT_CLASSES:
+        out.append(f"{fault_class} fault address")
+    return out
+
+
+__all__ = ["ALIASES", "BITFLIP_MIN", "FAULT_BITFLIP", "GP_FAULT", "HARDWARE_FAULT_CLASSES", "HARDWARE_FLAGS", "IN_SIGNAL_HANDLER", "IP_BITFLIP",
            "IP_NOT_EXECUTABLE", "IP_OUTSIDE_MODULE", "IP_ZERO", "REG_BITFLIP", "SP_MISALIGNED", "SP_UNMAPPED", "canonical_flag",
-           "hardware_flags"]
+           "hardware_flags", "silicon_evidence"]

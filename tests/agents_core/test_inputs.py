@@ -146,6 +146,14 @@ def test_signature_command_prints_for_humans(core_factory):  # type: ignore[no-u
     assert "crashy!flip_leaf" in result.output
     assert "fault_bitflip" in result.output
     assert "bit 44 away" in result.output
+    assert "silicon?   yes: bit-flip score" in result.output  # what host_spike will make of it
+
+
+def test_signature_command_says_a_return_to_null_is_software(core_factory):  # type: ignore[no-untyped-def]
+    """The runbook's check on a host's core: the libunwind race's shape is no evidence against the host."""
+    result = CliRunner().invoke(signature_command, [str(core_factory("pie_fp_g", "null"))])
+    assert result.exit_code == 0, result.output
+    assert "ip_zero" in result.output and "silicon?   no:" in result.output
 
 
 def test_signature_help_teaches():  # type: ignore[no-untyped-def]
