@@ -66,6 +66,15 @@ def odd_shape(crash: Crash, bitflip_min: float) -> bool:
     return bool(silicon_evidence(crash.shape_flags, crash.bitflip_score, crash.fault_class, bitflip_min))
 
 
+def _new_unit(e: Evidence, key: str, ts_ms: int, gap_ms: int) -> bool:
+    """Is this case a new unit of ``key`` (none counted within ``gap_ms`` before it)? It is recorded if so."""
+    last = e.last_unit.get(key)
+    if last is not None and ts_ms - last < gap_ms:
+        return False
+    e.last_unit[key] = ts_ms
+    return True
+
+
 class Evidence(Struct):
     """What a host's last day looked like (inflated decayed counts at the day scale)."""
 
@@ -178,13 +187,7 @@ class HostSpike:
         else:
             # once per (host, signature) an hour, an odd-shaped one weighing more: a pod looping on a
             # garbage pointer is one unit an hour, as any loop, not host_odd_weight units per restart
-            key = "s\x1f" + sig
-            last = e.last_unit.get(key)
-            if last is not None and case.ts_ms - last < self._unit_ms:
-                w = 0.0
-            else:
-                e.last_unit[key] = case.ts_ms
-                w = c.host_odd_weight if odd else 1.0
+            w = (c.host_odd_weight if odd else 1.0) if _new_unit(e, "s\x1f" + sig, case.ts_ms, self._unit_ms) else 0.0
         if crash.cpu is not None:
             cnt, sigs = e.cpus.get(str(crash.cpu), (0.0, []))
             if sig not in sigs and len(sigs) < 16:
@@ -193,18 +196,14 @@ class HostSpike:
             self.state.cpu_touched.add(case.host)
         if w:
             self.state.peers.observe(case.host, "crash", w, case.ts_ms, case.keys, ctx.clock)
-        if odd:
-            # odd shapes also against the fleet's rate *of odd shapes*: in the crash channel a failing
-            # host's few odd crashes are weighed against every crash its peers have, and on a fleet of
-            # five crashes a host-day (some hosts run crashier jobs at 4x) they drown; against the rate
-            # at which healthy hosts corrupt memory (near zero) three of them in hours are news. A
-            # signature counts there once a day: corruption crashes whatever runs on the host, while one
-            # signature crashing oddly again and again (a pod looping on a garbage pointer) is one bug
-            key = "o\x1f" + sig
-            last = e.last_unit.get(key)
-            if last is None or case.ts_ms - last >= ODD_SIGNATURE_GAP_MS:
-                e.last_unit[key] = case.ts_ms
-                self.state.peers.observe(case.host, ODD_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
+        # odd shapes also against the fleet's rate *of odd shapes*: in the crash channel a failing
+        # host's few odd crashes are weighed against every crash its peers have, and on a fleet of
+        # five crashes a host-day (some hosts run crashier jobs at 4x) they drown; against the rate
+        # at which healthy hosts corrupt memory (near zero) three of them in hours are news. A
+        # signature counts there once a day: corruption crashes whatever runs on the host, while one
+        # signature crashing oddly again and again (a pod looping on a garbage pointer) is one bug
+        if odd and _new_unit(e, "o\x1f" + sig, case.ts_ms, ODD_SIGNATURE_GAP_MS):
+            self.state.peers.observe(case.host, ODD_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
 
     def _fold_hw(self, case: Case, ctx: Context) -> None:
         e = self._evidence(case.host)
@@ -282,13 +281,13 @@ class HostSpike:
             return DayEvidence()
         gd = g[self._day]
         crashes = e.crashes / gd
-        vals = [x / gd for x in e.sigs.values()]
         top_sig = self._top_signature(host)
         odd = e.odd / gd
         odd_top = e.odd_sigs.get(top_sig, 0.0) / gd if top_sig is not None else 0.0
-        return DayEvidence(crashes, sum(1 for x in vals if x >= 0.5),
-                           max(vals) / crashes if vals and crashes > 0 else 0.0, top_sig, odd,
-                           sum(1 for x in e.odd_sigs.values() if x / gd >= 0.5), max(odd - odd_top, 0.0), e.hw / gd)
+        return DayEvidence(crashes, sum(1 for x in e.sigs.values() if x / gd >= 0.5),
+                           e.sigs[top_sig] / gd / crashes if top_sig is not None and crashes > 0 else 0.0, top_sig,
+                           odd, sum(1 for x in e.odd_sigs.values() if x / gd >= 0.5), max(odd - odd_top, 0.0),
+                           e.hw / gd)
 
     def _verdict(self, v: PeerVerdict, now_ms: int, ctx: Context) -> Alert | None:
         c = self.config
@@ -315,7 +314,7 @@ class HostSpike:
             if now_ms < e.loop_ticket_until_ms:
                 return None
             e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
-            sig = self._top_signature(host)
+            sig = d.top_signature
             if sig is not None:
                 e.loops[sig] = now_ms
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
