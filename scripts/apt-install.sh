@@ -4,6 +4,8 @@
 apt_install() {
   local tag=$1; shift
   [ $# -gt 0 ] || return 0
+  # callers add a package once per missing command (prometheus for prometheus and promtool): once each here
+  set -- $(printf '%s\n' "$@" | awk '!seen[$0]++')
   echo "$tag: apt-get install $*"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
