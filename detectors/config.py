@@ -82,6 +82,10 @@ class DetectorConfig:
     #: ``sig_alpha`` times its length over this (the 3-day window's 3e-7, the 7-day's 7e-7; 0: one
     #: alpha for every window).
     sig_alpha_look_s: float = 86400.0
+    #: The windows shorter than a day also fire when the baseline test finds them this unusual and
+    #: the units are ``sig_alpha``-unusual against the hours before them in the day window: a
+    #: spike in hours whose day had been ordinary (0: the baseline test alone; docs/detectors.md).
+    sig_local_alpha: float = 1e-5
     #: A firing key resolves when every window is back above this p-value.
     sig_resolve_alpha: float = 0.01
     #: Minimum support: units in the window, from at least ``sig_min_spread`` distinct steps.
@@ -242,6 +246,8 @@ class DetectorConfig:
                      "burst_alpha", "loop_min_share", "silicon_min_share", "escalate_share"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        if not 0.0 <= self.sig_local_alpha < 1.0:
+            raise ConfigError(f"sig_local_alpha must be in [0, 1), got {self.sig_local_alpha}")
         if not 0.0 <= self.corr_spike_share < 1.0 or self.corr_spike_weight_max < 1.0:
             raise ConfigError(f"corr_spike_share must be in [0, 1) and corr_spike_weight_max >= 1, got "
                               f"{self.corr_spike_share} and {self.corr_spike_weight_max}")

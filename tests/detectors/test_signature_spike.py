@@ -311,3 +311,70 @@ def test_a_multi_day_window_is_held_to_its_looks_not_to_the_hourly_alpha(fl: Sim
     fired = pages(86400.0)
     assert fired and "per look of 24 h" in " ".join(fired[0].notes or ()), [a.summary for a in fired]
     assert pages(0.0) == []
+
+
+def _spiking_fleet(config: DetectorConfig, extra_of, days: int = 12, keys: int = 24, seed: int = 5,
+                   shape: float = 3.0, base: float = 0.7) -> list:
+    """``keys`` signatures at ``base`` units an hour whose days swing as a gamma of ``shape``.
+
+    ``extra_of(key, hour)`` adds units an hour on other hosts (a spike); the firing verdicts are returned.
+    """
+    import numpy as np
+
+    from fleetepi.detectors.rate import rate_spike_from_config
+    from fleetepi.detectors.windows import HOUR_MS
+
+    spike = rate_spike_from_config(config)
+    rng = np.random.default_rng(seed)
+    swing = rng.gamma(shape, 1.0 / shape, size=(keys, days))
+    step = spike.step_ms
+    fired = []
+    for b in range(days * 24 * HOUR_MS // step):
+        t = b * step
+        if t % HOUR_MS == 0:
+            h = t // HOUR_MS
+            for j in range(keys):
+                n = int(rng.poisson(base * swing[j, h // 24])) + int(rng.poisson(extra_of(j, h)))
+                for k in range(n):
+                    spike.observe(f"k{j}", 1.0, t + k * 60_000, f"h{int(rng.integers(2000))}")
+        fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
+    return fired
+
+
+def test_a_spike_in_an_ordinary_day_pages_on_the_local_test() -> None:
+    """A signature at 0.7 an hour gets 8 more an hour for four hours, in a fleet whose days swing (gamma of 3).
+
+    Against its baseline alone that is p ~ 1e-5 at best: a whole day of a
+    swinging signature can run that high. But its day's earlier hours ran at
+    the usual level: against them (the day window's units, binomial at the
+    window's share of the day's expectation) the four hours are far out, and
+    the key pages within them. Without the local test nothing pages.
+    """
+    def spike(j: int, h: int) -> float:
+        return 8.0 if j == 0 and 9 * 24 + 10 <= h < 9 * 24 + 14 else 0.0
+
+    fired = _spiking_fleet(DetectorConfig(), spike)
+    assert [v.key for v in fired] == ["k0"], [(v.key, v.ts_ms / 3_600_000, v.window_s) for v in fired]
+    v = fired[0]
+    assert 9 * 24 + 10 < v.ts_ms / 3_600_000 <= 9 * 24 + 14 and v.window_s < 86400.0, (v.ts_ms / 3_600_000, v.window_s)
+    assert v.notes[0].startswith("local test:") and v.p_value is not None and v.p_value < 1e-7, v.notes
+    assert [v.key for v in _spiking_fleet(DetectorConfig(sig_local_alpha=0.0), spike)] == []
+
+
+def test_a_swinging_day_that_steps_up_at_midnight_does_not_page() -> None:
+    """The same signature's whole ninth day at six times its level from midnight, the day before ordinary.
+
+    The hours before midnight are at the old level, so the local test alone
+    sees a spike an hour into the day; the baseline test says such a day is
+    within the key's swing (p above ``sig_local_alpha``) and nothing pages.
+    """
+    def day_up(j: int, h: int) -> float:
+        return 5 * 0.7 if j == 0 and 9 * 24 <= h < 10 * 24 else 0.0
+
+    fired = _spiking_fleet(DetectorConfig(), day_up)
+    assert fired == [], [(v.key, v.ts_ms / 3_600_000, v.window_s, v.observed, v.expected, v.notes[0]) for v in fired]
+    # without the baseline's bound (any window at p < 0.5 against the key's swing) the step pages
+    loose = _spiking_fleet(DetectorConfig(sig_local_alpha=0.5), day_up)
+    assert [(v.key, v.notes[0][:11]) for v in loose] == [("k0", "local test:")], [v.notes for v in loose]
+    with pytest.raises(Exception, match="sig_local_alpha"):
+        DetectorConfig(sig_local_alpha=1.0)
