@@ -469,12 +469,13 @@ def main(argv: list[str] | None = None) -> int:
               f"stream passes {sum(r['t_loop'] for r in runs.values()):.0f} s wall, "
               f"{sum(r['t_loop_cpu'] for r in runs.values()):.0f} s CPU in {args.jobs} processes "
               f"(detectors ~{t_det:.0f} s CPU = {n_ev / t_det if t_det else 0:,.0f} events per CPU-second); Rscript "
-              + ", ".join(f"{n} {t:.0f} s" for n, t in t_r.items()) + f"; total {time.perf_counter() - t_start:.0f} s "
-              f"wall")
+              + (", ".join(f"{n} {t:.0f} s" for n, t in t_r.items()) or "not run (--no-r)")
+              + f"; total {time.perf_counter() - t_start:.0f} s wall")
     out.print(timing)
     meta = {"mode": "quick" if args.quick else ("tuning set" if args.tuning else "held out"), "what": what,
             "grace_h": args.grace_h, "detectors_error": det_err, "loadavg": load0,
-            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(), "timing": timing}
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": describe() if args.no_r else machine(), "timing": timing}
     if not args.no_write:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(markdown(results, meta))
