@@ -159,7 +159,8 @@ class RateSpike(Struct):
             min_spread: int, min_ratio: float, halflife_days: float, hour_prior_h: float, prior_weight_h: float,
             prior_floor_per_h: float, dispersion_prior: float, warmup_s: float,
             cooldown_s: float, key_ttl_s: float, max_keys: int, days: tuple[int, ...] = (),
-            hour_prior_units: float = 0.0, look_s: float = 0.0, local_alpha: float = 0.0) -> RateSpike:
+            hour_prior_units: float = 0.0, look_s: float = 0.0,
+            local_alpha: float = DetectorConfig.sig_local_alpha) -> RateSpike:
         sizes = sorted({max(1, round(w / step_s)) for w in windows_s})
         # the multi-day windows extend the day window: without one (a custom set of shorter windows) there are none
         days_ok = list(days) if sizes[-1] * step_s == DAY_H * 3600 else []
