@@ -159,12 +159,13 @@ def test_the_first_day_windows_use_the_hourly_swing_until_days_are_learned() -> 
 
 
 def _swinging_fleet(spike, factor_of, days: int, keys: int = 24, seed: int = 3, loops=lambda j, day: 0,
-                    shape: float = 4.0) -> list:
-    """``keys`` signatures at 3 units an hour whose days swing as a gamma of ``shape`` (phi 1 / shape).
+                    shape: float = 4.0, base: float = 3.0, extra_of=lambda j, hour: 0.0) -> list:
+    """``keys`` signatures at ``base`` units an hour whose days swing as a gamma of ``shape`` (phi 1 / shape).
 
     Units come from 2,000 hosts at random. ``factor_of(key, day)`` multiplies a key's
-    rate, ``loops(key, day)`` hosts crash-loop on it (a unit an hour each, as the unit
-    filter counts a loop); the firing verdicts are returned.
+    rate, ``extra_of(key, hour)`` adds units an hour (a spike), ``loops(key, day)`` hosts
+    crash-loop on it (a unit an hour each, as the unit filter counts a loop); the firing
+    verdicts are returned.
     """
     import numpy as np
 
@@ -179,7 +180,11 @@ def _swinging_fleet(spike, factor_of, days: int, keys: int = 24, seed: int = 3, 
         if t % HOUR_MS == 0:
             h = t // HOUR_MS
             for j in range(keys):
-                for k in range(int(rng.poisson(3.0 * swing[j, h // 24] * factor_of(j, h // 24)))):
+                n = int(rng.poisson(base * swing[j, h // 24] * factor_of(j, h // 24)))
+                extra = extra_of(j, h)
+                if extra:
+                    n += int(rng.poisson(extra))
+                for k in range(n):
                     spike.observe(f"k{j}", 1.0, t + k, f"h{int(rng.integers(2000))}")
                 for k in range(loops(j, h // 24)):
                     spike.observe(f"k{j}", 1.0, t + 100 + k, f"loop{k}")
@@ -313,32 +318,12 @@ def test_a_multi_day_window_is_held_to_its_looks_not_to_the_hourly_alpha(fl: Sim
     assert pages(0.0) == []
 
 
-def _spiking_fleet(config: DetectorConfig, extra_of, days: int = 12, keys: int = 24, seed: int = 5,
-                   shape: float = 3.0, base: float = 0.7) -> list:
-    """``keys`` signatures at ``base`` units an hour whose days swing as a gamma of ``shape``.
-
-    ``extra_of(key, hour)`` adds units an hour on other hosts (a spike); the firing verdicts are returned.
-    """
-    import numpy as np
-
+def _spiking_fleet(config: DetectorConfig, extra_of, days: int = 12) -> list:
+    """24 signatures at 0.7 units an hour whose days swing as a gamma of 3, ``extra_of(key, hour)`` added."""
     from fleetepi.detectors.rate import rate_spike_from_config
-    from fleetepi.detectors.windows import HOUR_MS
 
-    spike = rate_spike_from_config(config)
-    rng = np.random.default_rng(seed)
-    swing = rng.gamma(shape, 1.0 / shape, size=(keys, days))
-    step = spike.step_ms
-    fired = []
-    for b in range(days * 24 * HOUR_MS // step):
-        t = b * step
-        if t % HOUR_MS == 0:
-            h = t // HOUR_MS
-            for j in range(keys):
-                n = int(rng.poisson(base * swing[j, h // 24])) + int(rng.poisson(extra_of(j, h)))
-                for k in range(n):
-                    spike.observe(f"k{j}", 1.0, t + k * 60_000, f"h{int(rng.integers(2000))}")
-        fired += [v for v in spike.decide(t + step, t + step) if v.state == "firing"]
-    return fired
+    return _swinging_fleet(rate_spike_from_config(config), lambda j, day: 1.0, days, seed=5, shape=3.0, base=0.7,
+                           extra_of=extra_of)
 
 
 def test_a_spike_in_an_ordinary_day_pages_on_the_local_test() -> None:
