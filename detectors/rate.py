@@ -386,7 +386,8 @@ class RateSpike(Struct):
             # far swings 3-20 times more (its first learned values 0.3-2). A key first seen after hours of
             # watched silence is tested: against a baseline of silence, the dispersion hardly matters
             return None
-        best: tuple[float, int, bool] | None = None
+        #: (p, window, the baseline test's p when the window passed on the local test)
+        best: tuple[float, int, float | None] | None = None
         n_short = len(self.sizes)
         for i, (mu, phi, hist_h) in enumerate(exp):
             obs = counts[i]
@@ -405,21 +406,21 @@ class RateSpike(Struct):
             size = nb_size(phi)
             if st.win.spread(min(i, n_short - 1)) < self.min_spread:
                 continue
-            local = obs < nb_threshold(mu, size, alphas[i])
-            if local:
+            p_base: float | None = None
+            if obs < nb_threshold(mu, size, alphas[i]):
                 if i >= n_short - 1 or age_ms < DAY_MS or not self.local_alpha:
                     continue
-                p_local = self._local(obs, mu, size, counts[n_short - 1], exp[n_short - 1], alphas[i])
-                if p_local is None:
+                local = self._local(obs, mu, size, counts[n_short - 1], exp[n_short - 1], alphas[i])
+                if local is None:
                     continue
-                p = p_local
+                p, p_base = local
             else:
                 p = nb_sf(obs, mu, size)
             if best is None or p < best[0]:
-                best = (p, i, local)
+                best = (p, i, p_base)
         if best is None:
             return None
-        p, i, local = best
+        p, i, p_base = best
         mu, phi, hours = exp[i]
         st.firing, st.fired_ms = True, now_ms
         st.fired_days = i >= n_short
@@ -430,11 +431,11 @@ class RateSpike(Struct):
         disp = "Poisson" if phi <= 0 else f"negative binomial, learned dispersion phi={phi:.3g}"
         spread = st.win.spread(min(i, n_short - 1))
         windows = ", ".join([f"{x / 3600:g} h" for x in self.windows_s] + [f"{d} d" for d in self.days])
-        if local:
+        if p_base is not None:
             day_n, day_mu = counts[n_short - 1], exp[n_short - 1][0]
             test = (f"local test: {counts[i]:g} of the day window's {day_n:g} units in its last {w / 3600:g} h, "
                     f"where its {day_mu:.3g} expected put {mu:.3g} (binomial), p={p:.3g} < alpha={alphas[i]:g}; "
-                    f"against the baseline ({disp}) p={nb_sf(counts[i], mu, nb_size(phi)):.3g} < "
+                    f"against the baseline ({disp}) p={p_base:.3g} < "
                     f"{self.local_alpha:g}: a spike in a day that had been ordinary")
         else:
             test = (f"count test: {counts[i]:g} units in {w / 3600:g} h vs {mu:.3g} expected ({disp}), "
@@ -451,8 +452,8 @@ class RateSpike(Struct):
         return RateVerdict(key, "firing", now_ms, counts[i], mu, w, p, new, notes=tuple(notes))
 
     def _local(self, obs: float, mu: float, size: float, day_obs: float, day_exp: tuple[float, float, float],
-               alpha: float) -> float | None:
-        """The p-value of a short window against the hours before it in the day window, or None.
+               alpha: float) -> tuple[float, float] | None:
+        """(p against the hours before it in the day window, p against the baseline) of a short window, or None.
 
         The baseline test must allow that the key's whole day is up (its
         days swing): eight units in an hour where 0.7 are usual is p ~ 1e-5
@@ -466,10 +467,13 @@ class RateSpike(Struct):
         far up (on the tuning seeds, at 1e-4 such days paged five times in
         thirteen fortnights; at 1e-5 once, as often as before this test).
         """
-        if day_exp[2] < DAY_H or day_exp[0] <= mu or nb_sf(obs, mu, size) >= self.local_alpha:
+        if day_exp[2] < DAY_H or day_exp[0] <= mu:
+            return None
+        p_base = nb_sf(obs, mu, size)
+        if p_base >= self.local_alpha:
             return None
         p = binom_sf_real(obs, day_obs, mu / day_exp[0])
-        return p if p < alpha else None
+        return (p, p_base) if p < alpha else None
 
     def _update_prior(self, horizon_ms: int) -> None:
         """Priors learned across keys, hourly: a new key's rate and every key's dispersion.
