@@ -626,11 +626,22 @@ class CohortCorrelation(Struct):
         holds the driver's cases, and paged hours after the driver did).
         Gone means an insignificant residual whose relative risk is below
         ``min_rr_lower``, not merely a residual too thin to test.
+
+        Both sides are seen through the hosts that announce both attributes.
+        A host that does not say its ``a`` has no units here, so it cannot
+        count in the accepted cohort's share of hosts. A host that does not
+        say the accepted cohort's attribute may be in that cohort or not, so
+        it counts neither inside it nor outside it. Otherwise the few percent
+        of hosts that leave an attribute out make a node pool look like it
+        holds only part of its SKU's excess, and the SKU pages as well.
         """
         i = t.scale
-        inner = [(apk, amem) for apk, amem in accepted if amem < mine]
-        outer = [(apk, amem) for apk, amem in accepted if mine < amem]
-        crossing = [(apk, amem) for apk, amem in accepted
+        by_attr = inventory.members()[1]
+        attr_hosts: AbstractSet[str] = by_attr.get(a, frozenset())
+        seen = [(apk, amem & attr_hosts, split_key(apk)[0]) for apk, amem in accepted]
+        inner = [(apk, amem, b) for apk, amem, b in seen if amem < mine]
+        outer = [(apk, amem, b) for apk, amem, b in seen if mine < amem]
+        crossing = [(apk, amem, b) for apk, amem, b in seen
                     if not amem < mine and not mine < amem and amem != mine and amem & mine]
         if not inner and not outer and not crossing:
             return None
@@ -640,14 +651,20 @@ class CohortCorrelation(Struct):
             hk = inventory.latest_keys(h)
             if any(x.startswith(akey) for x in hk):
                 units.append((h, hc[i] / g[i], hk))
-        attr_hosts: AbstractSet[str] = inventory.members()[1].get(a, frozenset()) if inner or crossing else frozenset()
+
+        def unknown(within: AbstractSet[str], attrs: set[str]) -> AbstractSet[str]:
+            """Hosts of ``a`` outside ``within`` that leave out one of ``attrs``: in or out, nobody knows."""
+            missing = [attr_hosts - by_attr.get(b, frozenset()) for b in attrs]
+            return frozenset().union(*missing) - within if missing else frozenset()
+
         if inner:
-            union = frozenset().union(*(m for _, m in inner))
-            gone, k_res, n_res, p_res, rr_res = self._residual(units, t.pair, mine, union, attr_hosts)
+            union = frozenset().union(*(m for _, m, _ in inner))
+            skip = unknown(union, {b for _, _, b in inner})
+            gone, k_res, n_res, p_res, rr_res = self._residual(units, t.pair, mine, union, attr_hosts - skip)
             if gone:
                 return inner[0][0], (f"nested: also explains the excess of the wider cohort {a}={v} (outside it: "
                                      f"{k_res:.3g} of {n_res:.3g} units, relative risk {rr_res:.2g}, p={p_res:.3g})")
-        for apk, amem in outer:
+        for apk, amem, _ in outer:
             # a wider cohort that paged before this step: within it, a narrower one whose few units cannot tell
             # its risk from 1 is its excess (node pools inside a wearing GPU model paged hours after it). In the
             # same step they compete as equals (a deadlocked job's racks, not the cluster they are in)
@@ -661,8 +678,8 @@ class CohortCorrelation(Struct):
                              f"of its hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): the wider cohort's excess")
         if crossing and self._moved(units, akey, now_ms, tau_s, inventory):
             crossing = []
-        for apk, amem in crossing:
-            gone, k_res, n_res, _, _ = self._residual(units, t.pair, mine, amem, attr_hosts)
+        for apk, amem, b in crossing:
+            gone, k_res, n_res, _, _ = self._residual(units, t.pair, mine, amem, attr_hosts - unknown(amem, {b}))
             if not gone:
                 continue
             # within it, by host-time on it: a roll-out's early hosts (one pool first) held it longest
@@ -680,15 +697,15 @@ class CohortCorrelation(Struct):
         return None
 
     def _residual(self, units: list[tuple[str, float, tuple[str, ...]]], pair: str, mine: AbstractSet[str],
-                  outside: AbstractSet[str], attr_hosts: AbstractSet[str]) -> tuple[bool, float, float, float, float]:
-        """(gone, units on the cohort, units, p, relative risk) of the cohort's excess on hosts not in ``outside``.
+                  outside: AbstractSet[str], hosts: AbstractSet[str]) -> tuple[bool, float, float, float, float]:
+        """(gone, units on the cohort, units, p, relative risk) of the cohort's excess on ``hosts`` not in ``outside``.
 
         Gone: insignificant, with a relative risk under ``min_rr_lower``; a
         residual with no hosts or no units to test is gone too.
         """
-        k_res = sum(u for h, u, hk in units if h not in outside and pair in hk)
-        n_res = sum(u for h, u, _ in units if h not in outside)
-        fleet_res, n1_res = len(attr_hosts - outside), len(mine - outside)
+        k_res = sum(u for h, u, hk in units if h not in outside and h in hosts and pair in hk)
+        n_res = sum(u for h, u, _ in units if h not in outside and h in hosts)
+        fleet_res, n1_res = len(hosts - outside), len((mine & hosts) - outside)
         if fleet_res > n1_res > 0 and n_res > 0:
             p_res = binom_sf_real(k_res, n_res, n1_res / fleet_res)
             rr_res = rate_ratio_ci(k_res, n_res - k_res, n1_res, fleet_res - n1_res)[0]

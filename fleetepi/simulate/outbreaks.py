@@ -770,6 +770,10 @@ class Injector:
                           accept=(entity("signature_spike", name),), related=tuple(rel_a)), ct)
         accept_b = tuple(entity("telemetry_spike", attribute=rk, value=f.racks[x], telemetry_kind=k)
                          for x in sorted(racks, key=lambda x: x != main) for k in ("power", "thermal"))
+        # a cohort naming (nearly) the job's hosts, as the leaf switch of the two racks it fills does, is as
+        # right a location as its racks (the detectors name the switch then, its racks in the notes)
+        accept_b += tuple(entity("telemetry_spike", attribute=a, value=v, telemetry_kind=k)
+                          for a, v in equivalent_cohorts(f, hosts, s) if a != rk for k in ("power", "thermal"))
         rel_b: list[EntityKey] = [entity("telemetry_spike", telemetry_kind=k) for k in ("power", "thermal")]
         rel_b += [entity("telemetry_spike", attribute=a, value=v, telemetry_kind=k) for a, v in shared
                   for k in ("power", "thermal")]

@@ -29,7 +29,7 @@ def test_held_out_never_overlaps_tuning(bench) -> None:
     assert set(bench.TUNING) | set(bench.HELD_OUT) <= set(PRESETS)
     for name, seeds in bench.HELD_OUT.items():
         assert not set(seeds) & set(bench.TUNING.get(name, ()))
-    assert {"large", "hot", "tiny", "longhaul", "deploy"} <= set(bench.HELD_OUT) - set(bench.TUNING)
+    assert {"large", "tiny", "longhaul", "deploy"} <= set(bench.HELD_OUT) - set(bench.TUNING)
     assert set(bench.DEFAULT_PRESETS) == {"quiet", "noisy", "large"}
 
 
@@ -43,7 +43,7 @@ def test_plan_defaults_to_held_out_and_flags_tuning_seeds(bench) -> None:
     assert "NOT held out" in what and "quiet 2" in what
     args = bench.argparse.Namespace(preset=None, seeds=None, tuning=True, quick=True)
     seeds, what = bench.plan(args)
-    assert seeds == {"quiet": (1,), "noisy": (1,), "classic": (1,)} and "NOT for reporting" in what
+    assert seeds == {"quiet": (1,), "noisy": (1,), "classic": (1,), "hot": (1,)} and "NOT for reporting" in what
 
 
 @pytest.mark.integration
