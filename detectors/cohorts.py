@@ -50,7 +50,7 @@ from msgspec import Struct, field
 
 from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
 from fleetepi.detectors.inventory import Inventory, pair_key, split_key
-from fleetepi.detectors.stats import alpha_per_look, benjamini_hochberg, binom_sf_real, z_above
+from fleetepi.detectors.stats import alpha_per_look, benjamini_hochberg, binom_sf_real, weighted_share_tail, z_above
 
 #: Decayed units below which a pair or a host is forgotten at a sweep.
 DEAD = 1e-3
@@ -508,6 +508,21 @@ class CohortCorrelation(Struct):
             out.append(_Test(key, pk, i, p, k, n, p0, rr, lo, hi))
         return out
 
+    def _tail(self, st: CohortKey, t: _Test, g: tuple[float, ...], inventory: Inventory) -> float:
+        """The cohort's decayed units against each host's own weight (``stats.weighted_share_tail``).
+
+        The test that found it counts the key's effective units, as if the
+        cohort's were weighted like the rest. A few fresh units on a rack of a
+        key whose other units have faded are not that much evidence. O(hosts
+        of the key): only for tests that would otherwise be reported.
+        """
+        i, gi = t.scale, g[t.scale]
+        announcing: AbstractSet[str] = inventory.members()[1].get(t.pair[: t.pair.index("\x1f")], frozenset())
+        pc = st.pairs[t.pair]
+        held = (pc.c[i] - pc.reported[i] if pc.reported else pc.c[i]) / gi
+        weights = [hc[i] / gi for h, hc in st.hosts.items() if h in announcing]
+        return weighted_share_tail(weights, held, t.p0)
+
     def _hosts_in(self, st: CohortKey, pk: str, i: int, g: tuple[float, ...], inventory: Inventory) -> int:
         """Distinct hosts of the cohort with a unit within about the scale (O(hosts of the key): rare path)."""
         return sum(1 for h, hc in st.hosts.items() if hc[i] / g[i] >= 0.3 and pk in inventory.latest_keys(h))
@@ -515,9 +530,17 @@ class CohortCorrelation(Struct):
     def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, now_ms: int,
                 g: tuple[float, ...], inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
         """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
-        best: dict[str, _Test] = {}
+        by_pair: dict[str, list[_Test]] = {}
         for t in sorted(tests, key=lambda t: (t.p, t.scale)):
-            best.setdefault(t.pair, t)
+            by_pair.setdefault(t.pair, []).append(t)
+        # each pair's strongest test that its own hosts' weights bear out (a few fresh units of a key whose
+        # many others have faded are not what the key's effective count makes of them)
+        best: dict[str, _Test] = {}
+        for pair, found in by_pair.items():
+            for t in found:
+                if self._tail(st, t, g, inventory) <= self.ceiling(clock.scales_s[t.scale], now_ms - st.first_ms) * weight:
+                    best[pair] = t
+                    break
         members, by_attr = inventory.members()
         # cohorts of this key already reported (firing, static, or resolved recently) explain too
         accepted: list[tuple[str, AbstractSet[str]]] = [(pk, members.get(split_key(pk), frozenset()))

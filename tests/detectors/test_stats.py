@@ -15,6 +15,7 @@ from fleetepi.detectors.stats import (
     nb_threshold,
     relative_risk,
     score_of,
+    weighted_share_tail,
 )
 
 
@@ -122,3 +123,29 @@ def test_config_from_yaml_lists_and_fingerprint() -> None:
     assert cfg.sig_windows_s == (3600.0, 7200.0)
     assert cfg.fingerprint() != DetectorConfig().fingerprint()
     assert DetectorConfig().fingerprint() == DetectorConfig().fingerprint()
+
+
+@pytest.mark.parametrize(("n", "k", "p0"), [(60, 39, 1 / 3), (50, 20, 0.016), (1000, 300, 0.2), (100, 4, 0.016)])
+def test_the_weighted_tail_follows_the_binomial_when_weights_are_equal(n: int, k: int, p0: float) -> None:
+    exact = st.binom.sf(k - 1, n, p0)
+    assert exact / 2 < weighted_share_tail([1.0] * n, k, p0) < exact * 2
+
+
+def test_every_unit_in_the_cohort_is_p0_to_their_number() -> None:
+    assert weighted_share_tail([1.0, 0.5, 0.25], 1.75, 0.1) == pytest.approx(0.1 ** 3)
+    assert weighted_share_tail([1.0] * 10, 0.5, 0.1) == 1.0   # below its mean: no evidence
+
+
+def test_a_few_fresh_units_of_a_faded_key_are_little_evidence() -> None:
+    """A rack (p0 = 1.6 %) holds the key's newest unit and three day-old ones; its 100 others have faded.
+
+    Counted as the Kish test counts them (the key's 43 effective units, the
+    rack's 22 % of their decayed sum: 9.5 of 43), they read p ~ 1e-9. By
+    each host's own weight it is four of 104 units on 1.6 % of the fleet:
+    about 1 in 2,000.
+    """
+    rack = [math.exp(-age / 24) for age in (32.0, 28.6, 25.7, 0.1)]
+    key = rack + [0.067] * 100
+    kish = sum(key) ** 2 / sum(x * x for x in key)
+    assert st.binom.sf(math.ceil(kish * sum(rack) / sum(key)) - 1, round(kish), 0.016) < 1e-8
+    assert 1e-4 < weighted_share_tail(key, sum(rack), 0.016) < 1e-2
