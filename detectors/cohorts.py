@@ -88,6 +88,10 @@ class PairCounts(Struct):
     early: float = 0.0
     early_p: float = -1.0
 
+    def unreported(self, i: int) -> float:
+        """Grown units at scale ``i`` since the last report (divide by the clock's ``g[i]``)."""
+        return self.c[i] - self.reported[i] if self.reported else self.c[i]
+
 
 class CohortKey(Struct):
     #: attribute key ("a\\x1f") or "" for all units -> inflated decayed units per scale
@@ -446,7 +450,7 @@ class CohortCorrelation(Struct):
         if tot is None or all_ is None:
             return None
         c_a = tot[i] / g[i]
-        c_k = (pc.c[i] - pc.reported[i] if pc.reported else pc.c[i]) / g[i]
+        c_k = pc.unreported(i) / g[i]
         if c_a <= 0 or c_k <= 0:
             return None
         e_v = inventory.exposure((a, v), now_ms)[i]
@@ -517,11 +521,9 @@ class CohortCorrelation(Struct):
         of the key): only for tests that would otherwise be reported.
         """
         i, gi = t.scale, g[t.scale]
-        announcing: AbstractSet[str] = inventory.members()[1].get(t.pair[: t.pair.index("\x1f")], frozenset())
-        pc = st.pairs[t.pair]
-        held = (pc.c[i] - pc.reported[i] if pc.reported else pc.c[i]) / gi
+        announcing: AbstractSet[str] = inventory.members()[1].get(split_key(t.pair)[0], frozenset())
         weights = [hc[i] / gi for h, hc in st.hosts.items() if h in announcing]
-        return weighted_share_tail(weights, held, t.p0)
+        return weighted_share_tail(weights, st.pairs[t.pair].unreported(i) / gi, t.p0)
 
     def _hosts_in(self, st: CohortKey, pk: str, i: int, g: tuple[float, ...], inventory: Inventory) -> int:
         """Distinct hosts of the cohort with a unit within about the scale (O(hosts of the key): rare path)."""

@@ -230,22 +230,6 @@ def score_of(p_value: float) -> float:
     return round(-math.log10(p_value), 3)
 
 
-__all__ = [
-    "alpha_per_look",
-    "benjamini_hochberg",
-    "binom_prefilter",
-    "binom_sf",
-    "binom_sf_real",
-    "nb_sf",
-    "nb_sf_real",
-    "nb_threshold",
-    "poisson_sf_real",
-    "relative_risk",
-    "score_of",
-    "z_above",
-]
-
-
 def weighted_share_tail(weights: Sequence[float], held: float, p0: float) -> float:
     """P(sum of ``weights`` that land in a cohort >= ``held``), each in it with probability ``p0`` (saddlepoint).
 
@@ -267,8 +251,6 @@ def weighted_share_tail(weights: Sequence[float], held: float, p0: float) -> flo
     if held <= 0 or len(w) == 0 or not 0 < p0 < 1:
         return 1.0
     total = float(w.sum())
-    if held <= p0 * total:
-        return 1.0
     if held >= total * (1.0 - 1e-9):
         return p0 ** len(w)
     held -= 0.5 * float(w.max())  # half the largest step: the binomial's continuity correction when weights are equal
@@ -307,3 +289,20 @@ def weighted_share_tail(weights: Sequence[float], held: float, p0: float) -> flo
     r, u = math.sqrt(2.0 * rate), lam * math.sqrt(var)
     tail = 0.5 * math.erfc(r / math.sqrt(2.0)) + math.exp(-0.5 * r * r) / math.sqrt(2.0 * math.pi) * (1.0 / u - 1.0 / r)
     return min(1.0, max(tail, 0.0)) if tail > 0 else min(1.0, math.exp(-rate))
+
+
+__all__ = [
+    "alpha_per_look",
+    "benjamini_hochberg",
+    "binom_prefilter",
+    "binom_sf",
+    "binom_sf_real",
+    "nb_sf",
+    "nb_sf_real",
+    "nb_threshold",
+    "poisson_sf_real",
+    "relative_risk",
+    "score_of",
+    "weighted_share_tail",
+    "z_above",
+]
