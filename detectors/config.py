@@ -137,6 +137,14 @@ class DetectorConfig:
     #: effective and decayed, so 2.5 is three within about half a day): against a fleet rate near zero,
     #: three are p ~ 1e-10. ``host_min_units`` holds every other channel.
     host_odd_min_units: float = 2.5
+    #: Units the hardware-error channel needs (a host's hardware Xids, uncorrectable ECC, NVLink and PCIe
+    #: errors, one per kind and code a step; effective and decayed): in the crash channel four
+    #: uncorrectable ECC errors and a Xid 48 in eight hours drowned among a crashy fleet's crashes.
+    host_hw_min_units: float = 2.5
+    #: The hardware-error channel's alpha: it is tested only on a host that reported a hardware error
+    #: in the step, ~40x less often than the crash channel on the noisy preset, so at the same rate of
+    #: false pages its alpha may be that much larger.
+    host_hw_alpha: float = 1e-6
     #: A crash's bitflip_score at or above this makes it an odd shape.
     host_bitflip_min: float = BITFLIP_MIN
     #: A host whose last day is this dominated by one signature, with at most
@@ -228,7 +236,8 @@ class DetectorConfig:
             if isinstance(v, list):
                 object.__setattr__(self, f.name, tuple(v))
         for name in ("step_s", "settle_s", "max_jump_s", "unit_span_s", "job_span_s", "host_longrun_s",
-                     "cohort_longrun_s", "baseline_halflife_days", "host_odd_min_units"):
+                     "cohort_longrun_s", "baseline_halflife_days", "host_odd_min_units",
+                     "host_hw_min_units"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("warmup_s", "cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",
@@ -241,7 +250,7 @@ class DetectorConfig:
             windows = getattr(self, name)
             if not windows or any(w < self.step_s for w in windows) or list(windows) != sorted(windows):
                 raise ConfigError(f"{name} needs windows of >= step_s ({self.step_s} s), shortest first")
-        for name in ("sig_alpha", "sig_resolve_alpha", "host_alpha", "host_resolve_alpha", "chronic_alpha",
+        for name in ("sig_alpha", "sig_resolve_alpha", "host_alpha", "host_hw_alpha", "host_resolve_alpha", "chronic_alpha",
                      "corr_fdr", "corr_alpha", "corr_explain_alpha", "corr_rise_alpha", "corr_resolve_alpha",
                      "burst_alpha", "loop_min_share", "silicon_min_share", "escalate_share"):
             if not 0.0 < getattr(self, name) < 1.0:

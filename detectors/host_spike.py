@@ -8,7 +8,9 @@ silent CPU or memory corruption, the founding case, shows exactly that —
 many signatures, odd shapes, one host. The host's hardware errors
 (hardware Xids, uncorrectable ECC, NVLink, PCIe; not the application Xids
 that job bursts leave) count ``host_hw_weight`` each: failing memory shows as
-SIGBUS crashes *and* Xid 48/94 on the same host, neither alone enough.
+SIGBUS crashes *and* Xid 48/94 on the same host, neither alone enough
+among a crashy fleet's crashes; its hardware errors are therefore also a
+channel of their own, against the fleet's rate of hardware errors.
 
 When the count test fires, the evidence of the last day says what it is:
 
@@ -47,6 +49,9 @@ from fleetepi.detectors.stats import score_of
 
 #: The peers channel of odd-shaped crashes alone (beside "crash", every crash unit).
 ODD_CHANNEL = "odd_shape"
+#: The peers channel of hardware errors alone (Xid codes that are not the application's, uncorrectable
+#: ECC, NVLink, PCIe), beside "crash", where they also count ``host_hw_weight`` each.
+HW_CHANNEL = "hardware"
 #: A ticketed loop's signature is the loop's while it crashes again within this long.
 LOOP_GAP_MS = DAY_MS
 #: An odd-shaped signature counts once this long on a host's odd-shape channel.
@@ -134,8 +139,7 @@ class HostSpike:
         c = self.config = config
         self.state = HostSpikeState(host_peers_from_config(c, clock, alpha=c.host_alpha, min_units=c.host_min_units,
                                                            min_ratio=c.host_min_ratio))
-        self.state.peers.peers_only = (ODD_CHANNEL,)
-        self.state.peers.peers_only_min_units = c.host_odd_min_units
+        self._channels()
         scales = list(clock.scales_s)
         self._day = scales.index(86400.0) if 86400.0 in scales else len(scales) // 2
         self._long = scales.index(c.host_longrun_s)
@@ -215,6 +219,11 @@ class HostSpike:
         e.last_unit[key] = step
         e.hw += ctx.clock.g(case.ts_ms)[self._day]
         self.state.peers.observe(case.host, "crash", self.config.host_hw_weight, case.ts_ms, case.keys, ctx.clock)
+        # and against the fleet's rate *of hardware errors*, as odd shapes are: among a crashy fleet's
+        # crashes a failing host's few uncorrectable ECC errors and Xid 48s drown, while healthy hosts
+        # report them almost never. With the host's own past (a GPU that re-reports one Xid for weeks
+        # is its own baseline, and telemetry_host tickets it)
+        self.state.peers.observe(case.host, HW_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
 
     # ------------------------------------------------------------------ decisions
     def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
@@ -301,14 +310,18 @@ class HostSpike:
         if v.state == "resolved":
             return self._alert(v, "resolved", None, f"host {host} back in line with its peers", [*v.notes])
         if v.state == "chronic":
+            if v.channel == HW_CHANNEL:
+                return None  # telemetry_host tickets each of its codes; here it only leaves the peer sums
             summary = (f"host {host} has crashed far above its peers for days ({v.observed:.3g} units over "
                        f"~{span(v.window_s)} vs {v.expected:.2g} expected from {v.basis}): a standing condition")
             return self._alert(v, "chronic", v.p_value, summary, [*v.notes, evidence])
         sig: str | None = None  # the loop's signature, for a crash_loop
         if odd >= 2 and d.odd_sigs >= 2:
             finding, what = "suspected_bad_silicon", "likely silent CPU/memory corruption: drain and test it"
-        elif hw >= 2:
-            finding, what = "hardware_errors", "crashing with hardware errors (failing memory/GPU?): drain and test it"
+        elif hw >= 2 or v.channel == HW_CHANNEL:
+            finding = "hardware_errors"
+            what = ("crashing with hardware errors" if crashes >= 1 else "reporting hardware errors") + \
+                " (failing memory/GPU?): drain and test it"
         elif top >= c.loop_min_share and n_sigs <= c.loop_max_signatures and d.odd_elsewhere < 1 and hw < 1:
             e = self._evidence(host)
             if now_ms < e.loop_ticket_until_ms:
@@ -320,7 +333,7 @@ class HostSpike:
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
         else:
             finding, what = "sick_host", "crashing far above its peers"
-        units = "odd-shaped crashes" if v.channel == ODD_CHANNEL else "crash/error units"
+        units = {ODD_CHANNEL: "odd-shaped crashes", HW_CHANNEL: "hardware errors"}.get(v.channel, "crash/error units")
         summary = (f"host {host} {what}: {v.observed:.3g} {units} over ~{span(v.window_s)} vs "
                    f"{v.expected:.2g} expected from {v.basis}; last day: {n_sigs} signatures, {odd:.3g} odd-shaped "
                    f"crashes, {hw:.3g} hardware errors")
@@ -409,8 +422,14 @@ class HostSpike:
 
     def restore(self, state: dict[str, Any]) -> None:
         self.state = msgspec.convert(state, HostSpikeState)
-        self.state.peers.peers_only = (ODD_CHANNEL,)  # a snapshot from before the odd-shape channel
-        self.state.peers.peers_only_min_units = self.config.host_odd_min_units
+        self._channels()  # a snapshot from before the odd-shape or hardware channel
+
+    def _channels(self) -> None:
+        peers = self.state.peers
+        peers.peers_only = (ODD_CHANNEL,)
+        peers.peers_only_min_units = self.config.host_odd_min_units
+        peers.channel_min_units = {HW_CHANNEL: self.config.host_hw_min_units}
+        peers.channel_alpha = {HW_CHANNEL: self.config.host_hw_alpha}
 
     def counts(self) -> dict[str, float]:
         return self.state.peers.counts()

@@ -119,6 +119,11 @@ class HostPeers(Struct):
     #: the support a peers-only channel needs (0: ``min_units``): against a rate near zero, where three
     #: independent reports are already p ~ 1e-10, four waited hours more for a failing host's fourth
     peers_only_min_units: float = 0.0
+    #: channels with a support of their own (0 or absent: ``min_units``): a rare count tested with its host's
+    #: own past, where three reports in hours are already news (a host's hardware errors)
+    channel_min_units: dict[str, float] = field(default_factory=dict)
+    #: channels with an alpha of their own (absent: ``alpha``): a rare count is tested far less often
+    channel_alpha: dict[str, float] = field(default_factory=dict)
 
     def is_chronic(self, channel: str, host: str) -> bool:
         ch = self.channels.get(channel)
@@ -262,6 +267,9 @@ class HostPeers(Struct):
         """
         if self.peers_only_min_units and channel in self.peers_only:
             return self.peers_only_min_units / 2 if resolving else self.peers_only_min_units
+        own = self.channel_min_units.get(channel)
+        if own:
+            return own / 2 if resolving else own
         return self.min_units
 
     def _test(self, st: HostCounts, i: int, rate: float, h_own: float, g: tuple[float, ...],
@@ -301,6 +309,7 @@ class HostPeers(Struct):
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
             return None
         min_units = self._min_units(name)
+        alpha = self.channel_alpha.get(name, self.alpha)
         best: tuple[float, int, float, float, str, float] | None = None
         since = inventory.since.get(host, now_ms)
         for i in self.acute:
@@ -310,7 +319,7 @@ class HostPeers(Struct):
                 continue  # cannot pass: the fleet's rate alone expects too much
             rate, basis, h_own, size = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
                                                    name not in self.peers_only)
-            ok, p, obs, mu = self._test(st, i, rate, h_own, g, self.alpha, size, min_units)
+            ok, p, obs, mu = self._test(st, i, rate, h_own, g, alpha, size, min_units)
             if ok and (best is None or p < best[0]):
                 best = (p, i, obs, mu, basis, size)
         if best is None:
@@ -322,7 +331,7 @@ class HostPeers(Struct):
         tau_h = clock.scales_s[i] / 3600
         return PeerVerdict(host, name, "firing", now_ms, obs, mu, clock.scales_s[i], basis, p, notes=(
             f"peer test: {obs:.3g} units (~{n_eff:.3g} independent reports) at the {tau_h:g} h scale vs "
-            f"{mu:.3g} expected from {basis}, negative binomial size {size:.3g}, p={p:.3g} < {self.alpha:g}",))
+            f"{mu:.3g} expected from {basis}, negative binomial size {size:.3g}, p={p:.3g} < {alpha:g}",))
 
     def _chronic_sweep(self, now_ms: int, g: tuple[float, ...], inventory: Inventory,
                        clock: DecayClock) -> list[PeerVerdict]:

@@ -187,9 +187,51 @@ def test_failing_memory_on_a_host_with_an_ordinary_week_pages(fl: SimpleNamespac
     assert [(a.host, a.finding) for a in pages] == [("h0042", "hardware_errors")], [a.summary for a in alerts]
     assert "propensity" in (pages[0].summary or "")
     c = DetectorConfig()
-    blind = DetectorConfig(host_nb_max_size=c.host_nb_size)
+    # (its five Xid 48 page on the hardware channel as well: left out here, this is about the crash count)
+    blind = DetectorConfig(host_nb_max_size=c.host_nb_size, host_hw_min_units=1e9)
     old = fl.firing(fl.run(events, config=blind, detectors=["host_spike"], end_ms=end))
     assert not [a for a in old if a.severity == "page"], [a.summary for a in old]
+
+
+def _memory_errors(fl: SimpleNamespace, at: int) -> list:
+    """Hot tuning seed 1's failing memory: four uncorrectable ECC errors on three GPUs and a Xid 48 in eight
+    hours, and three plain crashes: on a fleet at ~5 crashes a host-day, hardly more than its usual day."""
+    out = [fl.tel(at + int(h * fl.HOUR), "h0042", "ecc_uncorrected", count=1, device=f"GPU{g}")
+           for h, g in ((0.0, 3), (2.8, 1), (6.6, 1), (7.9, 5))]
+    out.append(fl.tel(at + int(4.9 * fl.HOUR), "h0042", "xid", 48, device="GPU0"))
+    out += [fl.crash(at + int(h * fl.HOUR), "h0042", f"sig{k:02d}", fault_class="mapped", signal="SIGBUS")
+            for h, k in ((1.4, 3), (5.4, 17), (6.2, 41))]
+    return out
+
+
+@pytest.mark.parametrize(("config", "pages"), [
+    (DetectorConfig(), True),                             # five hardware errors in hours against their own rate
+    (DetectorConfig(host_hw_min_units=1e9), False),       # counted among the crashes only (before): drowned
+])
+def test_a_host_s_hardware_errors_page_against_the_fleet_s_rate_of_them(fl: SimpleNamespace, config: DetectorConfig,
+                                                                         pages: bool) -> None:
+    at = fl.T0 + 7 * fl.DAY
+    end = at + fl.DAY
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), _memory_errors(fl, at))
+    alerts = [a for a in fl.firing(fl.run(events, config=config, detectors=["host_spike"], end_ms=end))
+              if a.severity == "page"]
+    if not pages:
+        assert not alerts, [a.summary for a in alerts]
+        return
+    assert [(a.host, a.finding) for a in alerts] == [("h0042", "hardware_errors")], [a.summary for a in alerts]
+    assert "hardware errors over" in (alerts[0].summary or "")
+    assert alerts[0].p_value is not None and alerts[0].p_value < DetectorConfig().host_hw_alpha
+
+
+def test_a_gpu_that_re_reports_one_xid_for_days_does_not_page_as_a_host(fl: SimpleNamespace) -> None:
+    """A GPU re-reporting Xid 94 every two hours since day one: its own past is its baseline, no page, and
+    the hardware channel leaves the chronic ticket to telemetry_host (one condition, one ticket)."""
+    end = fl.T0 + 8 * fl.DAY
+    chronic = [fl.tel(t, "h0077", "xid", 94, device="GPU2") for t in range(fl.T0 + 7 * fl.MIN, end, 2 * fl.HOUR)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), chronic)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end)) if a.host == "h0077"]
+    assert not [a for a in alerts if a.severity == "page"], [a.summary for a in alerts]
+    assert all("hardware errors over" not in (a.summary or "") for a in alerts)
 
 
 def test_a_host_that_always_crashed_more_is_not_sick(fl: SimpleNamespace) -> None:
