@@ -427,8 +427,7 @@ class HostSpike:
     def _channels(self) -> None:
         peers = self.state.peers
         peers.peers_only = (ODD_CHANNEL,)
-        peers.peers_only_min_units = self.config.host_odd_min_units
-        peers.channel_min_units = {HW_CHANNEL: self.config.host_hw_min_units}
+        peers.channel_min_units = {ODD_CHANNEL: self.config.host_odd_min_units, HW_CHANNEL: self.config.host_hw_min_units}
         peers.channel_alpha = {HW_CHANNEL: self.config.host_hw_alpha}
 
     def counts(self) -> dict[str, float]:

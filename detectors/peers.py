@@ -116,11 +116,9 @@ class HostPeers(Struct):
     #: has no healthy level of its own (odd-shaped crashes), where the own kernel would only hold the
     #: outbreak's own recent units (a long kernel minus a day's keeps a third of a 10-hour-old unit)
     peers_only: tuple[str, ...] = ()
-    #: the support a peers-only channel needs (0: ``min_units``): against a rate near zero, where three
-    #: independent reports are already p ~ 1e-10, four waited hours more for a failing host's fourth
-    peers_only_min_units: float = 0.0
-    #: channels with a support of their own (0 or absent: ``min_units``): a rare count tested with its host's
-    #: own past, where three reports in hours are already news (a host's hardware errors)
+    #: channels with a support of their own (0 or absent: ``min_units``): a rare count (odd-shaped crashes,
+    #: a host's hardware errors), where three independent reports in hours are already news and the shared
+    #: support of four waited hours more for a failing host's fourth
     channel_min_units: dict[str, float] = field(default_factory=dict)
     #: channels with an alpha of their own (absent: ``alpha``): a rare count is tested far less often
     channel_alpha: dict[str, float] = field(default_factory=dict)
@@ -259,14 +257,12 @@ class HostPeers(Struct):
         return best, basis, h_own, size
 
     def _min_units(self, channel: str, resolving: bool = False) -> float:
-        """The support a test needs; a peers-only channel's episode holds down to half of it.
+        """The support a test needs; a channel with a support of its own holds its episode down to half of it.
 
-        With no healthy level to come back to, a firing episode would otherwise end as soon as its
-        evidence decayed under the support, between two of a failing host's crashes, and the next
-        few would page again after the cooldown.
+        A rare count has no healthy level (odd shapes) or a near-zero one to come back to: a firing
+        episode would otherwise end as soon as its evidence decayed under the support, between two of
+        a failing host's crashes, and the next few would page again after the cooldown.
         """
-        if self.peers_only_min_units and channel in self.peers_only:
-            return self.peers_only_min_units / 2 if resolving else self.peers_only_min_units
         own = self.channel_min_units.get(channel)
         if own:
             return own / 2 if resolving else own
