@@ -512,17 +512,23 @@ class CohortCorrelation(Struct):
             out.append(_Test(key, pk, i, p, k, n, p0, rr, lo, hi))
         return out
 
-    def _tail(self, st: CohortKey, t: _Test, g: tuple[float, ...], inventory: Inventory) -> float:
+    def _tail(self, st: CohortKey, t: _Test, g: tuple[float, ...], inventory: Inventory,
+              weights_of: dict[tuple[str, int], list[float]]) -> float:
         """The cohort's decayed units against each host's own weight (``stats.weighted_share_tail``).
 
         The test that found it counts the key's effective units, as if the
         cohort's were weighted like the rest. A few fresh units on a rack of a
         key whose other units have faded are not that much evidence. O(hosts
-        of the key): only for tests that would otherwise be reported.
+        of the key): only for tests that would otherwise be reported, and once
+        per attribute and scale in a step (``weights_of``: every rack of a key
+        weighs the same hosts).
         """
         i, gi = t.scale, g[t.scale]
-        announcing: AbstractSet[str] = inventory.members()[1].get(split_key(t.pair)[0], frozenset())
-        weights = [hc[i] / gi for h, hc in st.hosts.items() if h in announcing]
+        attr = split_key(t.pair)[0]
+        weights = weights_of.get((attr, i))
+        if weights is None:
+            announcing: AbstractSet[str] = inventory.members()[1].get(attr, frozenset())
+            weights = weights_of[(attr, i)] = [hc[i] / gi for h, hc in st.hosts.items() if h in announcing]
         return weighted_share_tail(weights, st.pairs[t.pair].unreported(i) / gi, t.p0)
 
     def _hosts_in(self, st: CohortKey, pk: str, i: int, g: tuple[float, ...], inventory: Inventory) -> int:
@@ -538,9 +544,10 @@ class CohortCorrelation(Struct):
         # each pair's strongest test that its own hosts' weights bear out (a few fresh units of a key whose
         # many others have faded are not what the key's effective count makes of them)
         best: dict[str, _Test] = {}
+        weights_of: dict[tuple[str, int], list[float]] = {}
         for pair, found in by_pair.items():
             for t in found:
-                if self._tail(st, t, g, inventory) <= self.ceiling(clock.scales_s[t.scale], now_ms - st.first_ms) * weight:
+                if self._tail(st, t, g, inventory, weights_of) <= self.ceiling(clock.scales_s[t.scale], now_ms - st.first_ms) * weight:
                     best[pair] = t
                     break
         members, by_attr = inventory.members()

@@ -265,7 +265,7 @@ def weighted_share_tail(weights: Sequence[float], held: float, p0: float) -> flo
     # the saddlepoint: the tilt under which the expected held weight is ``held`` (increasing in lam).
     # Newton inside a bracket, halving when a step leaves it: a few steps instead of sixty halvings
     lo, hi, lam = 0.0, math.inf, 1.0
-    for _ in range(100):
+    for _ in range(100):  # pi is the tilt's at lam when it breaks; after the last step it is computed below
         pi = share(lam)
         gap = float((w * pi).sum()) - held
         if abs(gap) <= 1e-9 * held:
@@ -281,14 +281,15 @@ def weighted_share_tail(weights: Sequence[float], held: float, p0: float) -> flo
         if hi - lo <= 1e-12 * max(lam, 1.0):
             break
         lam = step
-    pi = share(lam)
+    else:
+        pi = share(lam)
     rate = lam * held - float(np.logaddexp(l0, l1 + lam * w).sum())
     var = float((w * w * pi * (1.0 - pi)).sum())
     if rate <= 0 or var <= 0:
         return 1.0
     r, u = math.sqrt(2.0 * rate), lam * math.sqrt(var)
     tail = 0.5 * math.erfc(r / math.sqrt(2.0)) + math.exp(-0.5 * r * r) / math.sqrt(2.0 * math.pi) * (1.0 / u - 1.0 / r)
-    return min(1.0, max(tail, 0.0)) if tail > 0 else min(1.0, math.exp(-rate))
+    return min(1.0, tail) if tail > 0 else min(1.0, math.exp(-rate))
 
 
 __all__ = [
