@@ -259,7 +259,7 @@ class DailyBaseline(Struct):
             self.disp_n_h = self.disp_n_h * decay_h + 1.0
         d, dx, dm = self.day
         if h // DAY_H != d:
-            if d >= 0 and dm > 0 and not self.day_fired:
+            if d >= 0 and dm > 0 and not self.day_fired and self.past:
                 self.disp_num_d = self.disp_num_d * decay + (dx - dm) ** 2 - dx
                 self.disp_den_d = self.disp_den_d * decay + dm * dm
                 self.disp_n_d = self.disp_n_d * decay + 1.0

@@ -202,3 +202,25 @@ def test_hours_that_fired_teach_the_dispersion_nothing() -> None:
     calm_h, _ = learned(range(0))
     fired_h, _ = learned(range(5 * 24, 8 * 24))  # three days of an outbreak, capped at the expectation
     assert fired_h > 0.9 * calm_h > 0, (fired_h, calm_h)  # before: 0.81 x
+
+
+def test_a_key_s_first_day_teaches_its_day_to_day_swing_nothing() -> None:
+    """A key's first day is compared with the new-key prior, not with the key: that is no swing of its days.
+
+    A busy key whose days are Poisson (phi 0) learned a daily phi of
+    0.06-0.10 from its first day alone, the hours of which were expected at
+    a rate still learning from the prior of one a day; in the engine the
+    fleet's pooled daily prior came out 0.10 on a fleet with Poisson days,
+    and a x2.4 deploy regression folded into its baseline instead of paging.
+    """
+    import numpy as np
+
+    for seed in (1, 2, 3):
+        counts = np.random.default_rng(seed).poisson(5.0, size=7 * 24)
+        b = DailyBaseline.new(0)
+        for h, x in enumerate(counts):
+            b.add(h, float(x))
+        b.fold_until(7 * 24, decay=0.906, prior_rate=1 / 24, prior_w=12.0, hour_w=4.0, hour_units=10.0)
+        own, days = b.own_dispersion(True)  # type: ignore[misc]
+        assert days > 3
+        assert own < 0.03, (seed, own)  # before: 0.063-0.076
