@@ -259,6 +259,8 @@ class DailyBaseline(Struct):
             self.disp_n_h = self.disp_n_h * decay_h + 1.0
         d, dx, dm = self.day
         if h // DAY_H != d:
+            # not the key's first day (``past`` gets each day appended just below, after its moments): its
+            # hours were expected at a rate still learning from the new-key prior, and read as a swing
             if d >= 0 and dm > 0 and not self.day_fired and self.past:
                 self.disp_num_d = self.disp_num_d * decay + (dx - dm) ** 2 - dx
                 self.disp_den_d = self.disp_den_d * decay + dm * dm
