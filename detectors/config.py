@@ -113,8 +113,12 @@ class DetectorConfig:
     # ---- host_spike, telemetry_host (peers) ----
     #: Time constants of a host's decayed counts for the acute test (hour, six hours, a day).
     host_scales_s: tuple[float, ...] = (3600.0, 6 * 3600.0, 24 * 3600.0)
-    #: Time constant of a host's own long-run rate and of the chronic test (a month).
+    #: Time constant of a host's own long-run rate (a month).
     host_longrun_s: float = 30 * 86400.0
+    #: Time constant of the chronic test (half a year). A decayed count holds ``rate x tau`` at most:
+    #: a node failing 2.5 times a month for years held 2.5 units at a month's, under
+    #: ``chronic_min_units`` for good, and was never reported; at half a year's it holds ~15.
+    host_chronic_s: float = 180 * 86400.0
     #: p-value under which a host fires against max(peers, its own long-run rate).
     host_alpha: float = 1e-7
     host_resolve_alpha: float = 0.01
@@ -237,7 +241,7 @@ class DetectorConfig:
             if isinstance(v, list):
                 object.__setattr__(self, f.name, tuple(v))
         for name in ("step_s", "settle_s", "max_jump_s", "unit_span_s", "job_span_s", "host_longrun_s",
-                     "cohort_longrun_s", "baseline_halflife_days", "host_odd_min_units",
+                     "host_chronic_s", "cohort_longrun_s", "baseline_halflife_days", "host_odd_min_units",
                      "host_hw_min_units"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")

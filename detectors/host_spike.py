@@ -143,6 +143,7 @@ class HostSpike:
         scales = list(clock.scales_s)
         self._day = scales.index(86400.0) if 86400.0 in scales else len(scales) // 2
         self._long = scales.index(c.host_longrun_s)
+        self._chronic = scales.index(c.host_chronic_s)
         self._hw_kinds = frozenset(c.hw_error_kinds)
         self._app_xids = frozenset(c.app_xid_codes)
         self._unit_ms = int(c.unit_span_s * 1000)
@@ -298,6 +299,16 @@ class HostSpike:
                            odd, sum(1 for x in e.odd_sigs.values() if x / gd >= 0.5), max(odd - odd_top, 0.0),
                            e.hw / gd)
 
+    def _hardware_share(self, host: str) -> float:
+        """The share of the host's crash units at the chronic scale that are its hardware errors."""
+        channels = self.state.peers.channels
+        crash, hw = channels.get("crash"), channels.get(HW_CHANNEL)
+        st = crash.hosts.get(host) if crash is not None else None
+        hw_st = hw.hosts.get(host) if hw is not None else None
+        if st is None or hw_st is None or st.c[self._chronic] <= 0:
+            return 0.0
+        return self.config.host_hw_weight * hw_st.c[self._chronic] / st.c[self._chronic]
+
     def _verdict(self, v: PeerVerdict, now_ms: int, ctx: Context) -> Alert | None:
         c = self.config
         g = ctx.clock.g(now_ms)
@@ -310,8 +321,10 @@ class HostSpike:
         if v.state == "resolved":
             return self._alert(v, "resolved", None, f"host {host} back in line with its peers", [*v.notes])
         if v.state == "chronic":
-            if v.channel == HW_CHANNEL:
-                return None  # telemetry_host tickets each of its codes; here it only leaves the peer sums
+            if v.channel == HW_CHANNEL or self._hardware_share(host) >= 0.5:
+                # telemetry_host tickets each of its codes; here it only leaves the peer sums. So does a
+                # crash count that is mostly those errors (a node failing for months, crashing never)
+                return None
             summary = (f"host {host} has crashed far above its peers for days ({v.observed:.3g} units over "
                        f"~{span(v.window_s)} vs {v.expected:.2g} expected from {v.basis}): a standing condition")
             return self._alert(v, "chronic", v.p_value, summary, [*v.notes, evidence])
@@ -423,6 +436,7 @@ class HostSpike:
     def restore(self, state: dict[str, Any]) -> None:
         self.state = msgspec.convert(state, HostSpikeState)
         self._channels()  # a snapshot from before the odd-shape or hardware channel
+        self.state.peers.chronic = self._chronic  # ... or before the chronic test had a scale of its own
 
     def _channels(self) -> None:
         peers = self.state.peers

@@ -88,7 +88,9 @@ class HostPeers(Struct):
     """Per (channel, host) decayed counts against peer groups, the fleet and the host's own past.
 
     :param acute: indices of the clock's scales used by the acute test (shortest first).
-    :param longrun: index of the scale of the host's own long-run rate and of the chronic test.
+    :param longrun: index of the scale of the host's own long-run rate.
+    :param chronic: index of the scale of the chronic test (-1: ``longrun``, a snapshot from before it
+        had one of its own; ``restore`` sets it).
     """
 
     acute: list[int]
@@ -122,6 +124,7 @@ class HostPeers(Struct):
     channel_min_units: dict[str, float] = field(default_factory=dict)
     #: channels with an alpha of their own (absent: ``alpha``): a rare count is tested far less often
     channel_alpha: dict[str, float] = field(default_factory=dict)
+    chronic: int = -1
 
     def is_chronic(self, channel: str, host: str) -> bool:
         ch = self.channels.get(channel)
@@ -334,7 +337,7 @@ class HostPeers(Struct):
         """Hosts whose own long-run rate stands far above their peers' for days: one ticket each."""
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms:
             return []
-        L = self.longrun
+        L = self.chronic if self.chronic >= 0 else self.longrun
         tau = clock.scales_s[L]
         out = []
         for name in sorted(self.channels):
@@ -434,7 +437,7 @@ def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_
                      chronic_alpha=c.chronic_alpha, chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
                      chronic_min_ms=int(c.chronic_min_days * DAY_MS), warmup_ms=int(c.warmup_s * 1000),
                      cooldown_ms=int(c.cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),
-                     ttl_ms=int(c.key_ttl_s * 1000))
+                     ttl_ms=int(c.key_ttl_s * 1000), chronic=scales.index(c.host_chronic_s))
 
 
 __all__ = ["Channel", "HostCounts", "HostPeers", "PeerVerdict", "host_peers_from_config"]

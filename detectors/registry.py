@@ -28,7 +28,7 @@ NAMES: tuple[str, ...] = tuple(ROUTES)
 
 def clock_scales(config: DetectorConfig) -> tuple[float, ...]:
     """Every time scale any detector counts at: the engine's one decay clock."""
-    return tuple(sorted({*config.host_scales_s, config.host_longrun_s, *config.cohort_scales_s,
+    return tuple(sorted({*config.host_scales_s, config.host_longrun_s, config.host_chronic_s, *config.cohort_scales_s,
                          config.cohort_longrun_s, 86400.0}))
 
 
