@@ -436,7 +436,6 @@ class HostSpike:
     def restore(self, state: dict[str, Any]) -> None:
         self.state = msgspec.convert(state, HostSpikeState)
         self._channels()  # a snapshot from before the odd-shape or hardware channel
-        self.state.peers.chronic = self._chronic  # ... or before the chronic test had a scale of its own
 
     def _channels(self) -> None:
         peers = self.state.peers

@@ -89,12 +89,12 @@ class HostPeers(Struct):
 
     :param acute: indices of the clock's scales used by the acute test (shortest first).
     :param longrun: index of the scale of the host's own long-run rate.
-    :param chronic: index of the scale of the chronic test (-1: ``longrun``, a snapshot from before it
-        had one of its own; ``restore`` sets it).
+    :param chronic: index of the scale of the chronic test.
     """
 
     acute: list[int]
     longrun: int
+    chronic: int
     alpha: float
     resolve_alpha: float
     min_units: float
@@ -124,7 +124,6 @@ class HostPeers(Struct):
     channel_min_units: dict[str, float] = field(default_factory=dict)
     #: channels with an alpha of their own (absent: ``alpha``): a rare count is tested far less often
     channel_alpha: dict[str, float] = field(default_factory=dict)
-    chronic: int = -1
 
     def is_chronic(self, channel: str, host: str) -> bool:
         ch = self.channels.get(channel)
@@ -337,7 +336,7 @@ class HostPeers(Struct):
         """Hosts whose own long-run rate stands far above their peers' for days: one ticket each."""
         if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms:
             return []
-        L = self.chronic if self.chronic >= 0 else self.longrun
+        L = self.chronic
         tau = clock.scales_s[L]
         out = []
         for name in sorted(self.channels):
@@ -432,12 +431,13 @@ def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_
     c: DetectorConfig = cfg  # type: ignore[assignment]
     scales = list(clock.scales_s)
     return HostPeers(acute=[scales.index(s) for s in c.host_scales_s], longrun=scales.index(c.host_longrun_s),
+                     chronic=scales.index(c.host_chronic_s),
                      alpha=alpha, resolve_alpha=c.host_resolve_alpha, min_units=min_units, min_ratio=min_ratio,
                      nb_size=c.host_nb_size, nb_max_size=c.host_nb_max_size, min_peers=c.host_min_peers,
                      chronic_alpha=c.chronic_alpha, chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
                      chronic_min_ms=int(c.chronic_min_days * DAY_MS), warmup_ms=int(c.warmup_s * 1000),
                      cooldown_ms=int(c.cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),
-                     ttl_ms=int(c.key_ttl_s * 1000), chronic=scales.index(c.host_chronic_s))
+                     ttl_ms=int(c.key_ttl_s * 1000))
 
 
 __all__ = ["Channel", "HostCounts", "HostPeers", "PeerVerdict", "host_peers_from_config"]

@@ -55,7 +55,6 @@ class TelemetryHostSpike:
         c = self.config = config
         self.core = host_peers_from_config(c, clock, alpha=c.host_alpha, min_units=c.host_min_units,
                                            min_ratio=c.host_min_ratio)
-        self._chronic = self.core.chronic
         self._is_chronic = self.core.is_chronic
 
     def fold(self, case: Case, ctx: Context) -> None:
@@ -103,7 +102,6 @@ class TelemetryHostSpike:
 
     def restore(self, state: dict[str, Any]) -> None:
         self.core = msgspec.convert(state, HostPeers)
-        self.core.chronic = self._chronic  # a snapshot from before the chronic test had a scale of its own
         self._is_chronic = self.core.is_chronic
 
     def counts(self) -> dict[str, float]:
