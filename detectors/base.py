@@ -43,6 +43,9 @@ class Context:
     chronic: Callable[[str, str], bool] = field(default=lambda channel, host: False)
     #: (channel, host) pairs ticketed chronic at this step: the cohort tests forget what they counted of them.
     chronic_new: list[tuple[str, str]] = field(default_factory=list)
+    #: Is the host ticketed chronic on any channel (telemetry_host's live state; it decides before
+    #: host_spike)? host_spike then leaves a chronic crash count that is mostly hardware errors to it.
+    chronic_host: Callable[[str], bool] = field(default=lambda host: False)
 
 
 class Detector(Protocol):

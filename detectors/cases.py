@@ -28,8 +28,8 @@ from fleetepi.detectors.units import UnitFilter
 ROUTES = {
     "signature_spike": "signature",
     "hardware_correlation": "signature",
-    "host_spike": "host",
     "telemetry_host": "host",
+    "host_spike": "host",
     "telemetry_cohort": "channel",
 }
 

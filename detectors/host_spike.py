@@ -321,9 +321,11 @@ class HostSpike:
         if v.state == "resolved":
             return self._alert(v, "resolved", None, f"host {host} back in line with its peers", [*v.notes])
         if v.state == "chronic":
-            if v.channel == HW_CHANNEL or self._hardware_share(host) >= 0.5:
+            if v.channel == HW_CHANNEL or (self._hardware_share(host) >= 0.5 and ctx.chronic_host(host)):
                 # telemetry_host tickets each of its codes; here it only leaves the peer sums. So does a
-                # crash count that is mostly those errors (a node failing for months, crashing never)
+                # crash count that is mostly those errors (a node failing for months, crashing never),
+                # once telemetry_host holds the host chronic: errors split over codes, none enough alone,
+                # still get this ticket
                 return None
             summary = (f"host {host} has crashed far above its peers for days ({v.observed:.3g} units over "
                        f"~{span(v.window_s)} vs {v.expected:.2g} expected from {v.basis}): a standing condition")

@@ -125,6 +125,14 @@ class HostPeers(Struct):
     #: channels with an alpha of their own (absent: ``alpha``): a rare count is tested far less often
     channel_alpha: dict[str, float] = field(default_factory=dict)
 
+    def is_chronic_host(self, host: str) -> bool:
+        """Is the host chronic on any channel?"""
+        for ch in self.channels.values():
+            st = ch.hosts.get(host)
+            if st is not None and st.chronic:
+                return True
+        return False
+
     def is_chronic(self, channel: str, host: str) -> bool:
         ch = self.channels.get(channel)
         st = ch.hosts.get(host) if ch is not None else None

@@ -18,7 +18,8 @@ def _classes() -> dict[str, Any]:
     from fleetepi.detectors.signature_spike import SignatureSpike
     from fleetepi.detectors.telemetry_spike import TelemetryCohortSpike, TelemetryHostSpike
 
-    return {c.name: c for c in (SignatureSpike, HardwareCorrelation, HostSpike, TelemetryHostSpike,
+    # telemetry_host before host_spike: a host it tickets chronic is known when host_spike weighs its own
+    return {c.name: c for c in (SignatureSpike, HardwareCorrelation, TelemetryHostSpike, HostSpike,
                                 TelemetryCohortSpike)}
 
 
@@ -39,7 +40,8 @@ def build_detectors(config: DetectorConfig, clock: DecayClock, names: Sequence[s
     if unknown:
         raise ConfigError(f"unknown detector(s): {', '.join(unknown)}; known: {', '.join(classes)}")
     out = []
-    for n in chosen:
+    # in the registry's order, however they were named: each reads what the ones before it decided
+    for n in (n for n in classes if n in chosen):
         cls = classes[n]
         out.append(cls(config) if n == "signature_spike" else cls(config, clock))
     return out

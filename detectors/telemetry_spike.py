@@ -59,6 +59,7 @@ class TelemetryHostSpike:
 
     def fold(self, case: Case, ctx: Context) -> None:
         ctx.chronic = self._is_chronic  # the live state (a restore replaces the core), for telemetry_cohort's fold
+        ctx.chronic_host = self.core.is_chronic_host
         if not case.is_crash and case.errors > 0:
             self.core.observe(case.host, case.channel, case.errors, case.ts_ms, case.keys, ctx.clock)
 
@@ -67,6 +68,7 @@ class TelemetryHostSpike:
             self.core.start_ms = ctx.start_ms
         verdicts = self.core.decide(now_ms, ctx.inventory, ctx.clock)
         ctx.chronic_new = [(v.channel, v.host) for v in verdicts if v.state == "chronic"]
+        ctx.chronic_host = self.core.is_chronic_host  # for host_spike, which decides next
         return [self._alert(v) for v in verdicts]
 
     def _alert(self, v: PeerVerdict) -> Alert:

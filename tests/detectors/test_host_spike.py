@@ -87,10 +87,12 @@ def test_a_chronic_host_is_one_ticket_and_then_its_own_baseline(fl: SimpleNamesp
     assert all(a.severity == "ticket" for a in alerts)
 
 
-def _slow_failer(fl: SimpleNamespace, config: DetectorConfig) -> list:
-    """A node failing (uncorrectable ECC) every 12 days for five months, 25x its peers' rate."""
+def _slow_failer(fl: SimpleNamespace, config: DetectorConfig, split: bool = False) -> list:
+    """A node failing every 12 days for five months, 25x its peers' rate: an uncorrectable ECC error
+    each time, or (``split``) that and Xid 79 (fallen off the bus) by turns."""
     end = fl.T0 + 150 * fl.DAY
-    bad = [fl.tel(t, "h0077", "ecc_uncorrected") for t in range(fl.T0 + 5 * fl.DAY, end, 12 * fl.DAY)]
+    bad = [fl.tel(t, "h0077", "xid", 79) if split and k % 2 else fl.tel(t, "h0077", "ecc_uncorrected")
+           for k, t in enumerate(range(fl.T0 + 5 * fl.DAY, end, 12 * fl.DAY))]
     # the fleet: one failure each on half of the other hosts over the five months (0.1 a host-month)
     fleet = [fl.tel(fl.T0 + (i * 18 + 7) * fl.HOUR, f"h{i:04d}", "ecc_uncorrected") for i in range(0, 200, 2)
              if i != 76]
@@ -110,10 +112,14 @@ def test_a_node_failing_twice_a_month_for_months_is_a_chronic_ticket(fl: SimpleN
         ("telemetry_spike", "h0077", "ticket", "chronic")}, [a.summary for a in alerts]
     # one condition, one ticket: host_spike's crash count is its errors (weight 2), and it crashed never
     first = min(a.ts_ms for a in alerts)
-    assert first < fl.T0 + 120 * fl.DAY  # ten failures in
+    assert first < fl.T0 + 120 * fl.DAY  # on day 90 (its eighth failure was on day 89)
     assert all("over ~180 d" in (a.summary or "") for a in alerts), [a.summary for a in alerts]
     # at a month's time constant (the long-run scale's) the same node is never reported
     assert not _slow_failer(fl, DetectorConfig(host_chronic_s=30 * 86400.0))
+    # its failures split over two codes, neither enough alone for telemetry_host: host_spike's ticket stays
+    split = _slow_failer(fl, DetectorConfig(), split=True)
+    assert {(a.kind, a.host, a.severity, a.finding) for a in split} == {("host_spike", "h0077", "ticket", "chronic")}, \
+        [a.summary for a in split]
 
 
 def test_crashes_on_one_cpu_core_across_signatures_are_bad_silicon(fl: SimpleNamespace) -> None:
