@@ -59,7 +59,6 @@ class TelemetryHostSpike:
 
     def fold(self, case: Case, ctx: Context) -> None:
         ctx.chronic = self._is_chronic  # the live state (a restore replaces the core), for telemetry_cohort's fold
-        ctx.chronic_host = self.core.is_chronic_host
         if not case.is_crash and case.errors > 0:
             self.core.observe(case.host, case.channel, case.errors, case.ts_ms, case.keys, ctx.clock)
 
