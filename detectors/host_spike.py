@@ -143,7 +143,6 @@ class HostSpike:
         scales = list(clock.scales_s)
         self._day = scales.index(86400.0) if 86400.0 in scales else len(scales) // 2
         self._long = scales.index(c.host_longrun_s)
-        self._chronic = scales.index(c.host_chronic_s)
         self._hw_kinds = frozenset(c.hw_error_kinds)
         self._app_xids = frozenset(c.app_xid_codes)
         self._unit_ms = int(c.unit_span_s * 1000)
@@ -301,13 +300,14 @@ class HostSpike:
 
     def _hardware_share(self, host: str) -> float:
         """The share of the host's crash units at the chronic scale that are its hardware errors."""
-        channels = self.state.peers.channels
-        crash, hw = channels.get("crash"), channels.get(HW_CHANNEL)
+        peers = self.state.peers
+        crash, hw = peers.channels.get("crash"), peers.channels.get(HW_CHANNEL)
         st = crash.hosts.get(host) if crash is not None else None
         hw_st = hw.hosts.get(host) if hw is not None else None
-        if st is None or hw_st is None or st.c[self._chronic] <= 0:
+        i = peers.chronic
+        if st is None or hw_st is None or st.c[i] <= 0:
             return 0.0
-        return self.config.host_hw_weight * hw_st.c[self._chronic] / st.c[self._chronic]
+        return self.config.host_hw_weight * hw_st.c[i] / st.c[i]
 
     def _verdict(self, v: PeerVerdict, now_ms: int, ctx: Context) -> Alert | None:
         c = self.config

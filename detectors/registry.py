@@ -18,9 +18,11 @@ def _classes() -> dict[str, Any]:
     from fleetepi.detectors.signature_spike import SignatureSpike
     from fleetepi.detectors.telemetry_spike import TelemetryCohortSpike, TelemetryHostSpike
 
-    # telemetry_host before host_spike: a host it tickets chronic is known when host_spike weighs its own
-    return {c.name: c for c in (SignatureSpike, HardwareCorrelation, TelemetryHostSpike, HostSpike,
-                                TelemetryCohortSpike)}
+    by_name = {c.name: c for c in (SignatureSpike, HardwareCorrelation, TelemetryHostSpike, HostSpike,
+                                   TelemetryCohortSpike)}
+    # in the order of ``ROUTES`` (telemetry_host before host_spike: a host it tickets chronic is known when
+    # host_spike weighs its own), stated once
+    return {n: by_name[n] for n in NAMES}
 
 
 #: Every detector's name, in the order the engine runs them.
