@@ -160,6 +160,35 @@ def rate_ratio_ci(a: float, c: float, e1: float, e0: float, z: float = 1.96) -> 
     return rr, rr * math.exp(-z * se), rr * math.exp(z * se)
 
 
+class _HostScan:
+    """A key's hosts with their current pair keys, read once per report.
+
+    A report explains up to a dozen cohorts of one key, and each host count
+    and explanation scans the key's hosts: a busy signature's thousands,
+    each host's keys read anew every time, at every step where a standing
+    association's alias passed the screen (a tenth of the noisy replay).
+    """
+
+    __slots__ = ("rows", "_by_attr", "_units")
+
+    def __init__(self, st: CohortKey, inventory: Inventory) -> None:
+        self.rows = [(h, hc, inventory.latest_keys(h)) for h, hc in st.hosts.items()]
+        self._by_attr = inventory.members()[1]
+        self._units: dict[tuple[str, int], list[tuple[str, float, tuple[str, ...]]]] = {}
+
+    def hosts_in(self, pk: str, i: int, gi: float) -> int:
+        """Distinct hosts of the cohort ``pk`` with a unit within about the scale ``i``."""
+        return sum(1 for _, hc, hk in self.rows if hc[i] / gi >= 0.3 and pk in hk)
+
+    def units(self, a: str, i: int, gi: float) -> list[tuple[str, float, tuple[str, ...]]]:
+        """(host, units at scale ``i``, its pair keys) of the hosts that announce the attribute ``a`` now."""
+        got = self._units.get((a, i))
+        if got is None:
+            announcing = self._by_attr.get(a, ())
+            got = self._units[(a, i)] = [(h, hc[i] / gi, hk) for h, hc, hk in self.rows if h in announcing]
+        return got
+
+
 class CohortCorrelation(Struct):
     """Per key, decayed units by attribute value, tested against host-time shares at every step."""
 
@@ -531,10 +560,6 @@ class CohortCorrelation(Struct):
             weights = weights_of[(attr, i)] = [hc[i] / gi for h, hc in st.hosts.items() if h in announcing]
         return weighted_share_tail(weights, st.pairs[t.pair].unreported(i) / gi, t.p0)
 
-    def _hosts_in(self, st: CohortKey, pk: str, i: int, g: tuple[float, ...], inventory: Inventory) -> int:
-        """Distinct hosts of the cohort with a unit within about the scale (O(hosts of the key): rare path)."""
-        return sum(1 for h, hc in st.hosts.items() if hc[i] / g[i] >= 0.3 and pk in inventory.latest_keys(h))
-
     def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, now_ms: int,
                 g: tuple[float, ...], inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
         """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
@@ -551,26 +576,31 @@ class CohortCorrelation(Struct):
                     best[pair] = t
                     break
         members, by_attr = inventory.members()
+        scan = _HostScan(st, inventory)
         # cohorts of this key already reported (firing, static, or resolved recently) explain too
         accepted: list[tuple[str, AbstractSet[str]]] = [(pk, members.get(split_key(pk), frozenset()))
                                                      for pk, pc in sorted(st.pairs.items())
                                                      if pc.firing or pc.static or now_ms < pc.quiet_until_ms]
         notes_of: dict[str, list[str]] = {pk: [] for pk, _ in accepted}
+        fresh: set[str] = set()
         chosen: list[_Test] = []
         for t in sorted(best.values(), key=lambda t: (t.p, -t.k, t.pair)):
             a, v = split_key(t.pair)
             mine: AbstractSet[str] = members.get((a, v), frozenset())
-            hosts = self._hosts_in(st, t.pair, t.scale, g, inventory)
-            if hosts < self.min_hosts:
-                continue
             # (a static association's own test is not its alias: that is how it pages when it rises)
             alias = next((apk for apk, amem in accepted if amem == mine and apk != t.pair), None)
             if alias is not None:
-                if alias in notes_of:
+                # its note is worded only where it is read: on a cohort found in this step (the earlier
+                # ones are not reported again); a standing alias of a static association is skipped at
+                # every step, and counting its hosts there was most of what those steps cost
+                if alias in fresh and scan.hosts_in(t.pair, t.scale, g[t.scale]) >= self.min_hosts:
                     notes_of[alias].append(f"alias: {a}={v} has exactly the same hosts (confounded; the data "
                                            f"cannot tell them apart)")
                 continue
-            explained = self._explained(st, t, a, v, mine, accepted, g, inventory, now_ms, clock.scales_s[t.scale])
+            if scan.hosts_in(t.pair, t.scale, g[t.scale]) < self.min_hosts:
+                continue
+            explained = self._explained(st, t, a, v, mine, accepted, g, inventory, now_ms, clock.scales_s[t.scale],
+                                        scan)
             if explained is not None:
                 by, text = explained
                 if by in notes_of:
@@ -578,8 +608,9 @@ class CohortCorrelation(Struct):
                 continue
             accepted.append((t.pair, mine))
             notes_of[t.pair] = []
+            fresh.add(t.pair)
             chosen.append(t)
-        chosen = self._narrowest(st, chosen, members, g, inventory, notes_of, now_ms, clock)
+        chosen = self._narrowest(st, chosen, members, g, inventory, notes_of, now_ms, clock, scan)
         out = []
         for t in chosen:
             pc = st.pairs[t.pair]
@@ -587,7 +618,7 @@ class CohortCorrelation(Struct):
             severity, finding, why = self._classify(key, st, pc, t, now_ms, g, inventory, clock)
             if severity == "ticket" and now_ms < pc.ticket_until_ms:
                 continue
-            hosts = self._hosts_in(st, t.pair, t.scale, g, inventory)
+            hosts = scan.hosts_in(t.pair, t.scale, g[t.scale])
             scale_s = clock.scales_s[t.scale]
             notes = [f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts announcing "
                      f"{a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the {scale_s / 3600:g} h scale; "
@@ -610,7 +641,7 @@ class CohortCorrelation(Struct):
 
     def _narrowest(self, st: CohortKey, chosen: list[_Test], members: Mapping[tuple[str, str], AbstractSet[str]],
                    g: tuple[float, ...], inventory: Inventory, notes_of: dict[str, list[str]], now_ms: int,
-                   clock: DecayClock) -> list[_Test]:
+                   clock: DecayClock, scan: _HostScan) -> list[_Test]:
         """Drop a wider cohort found in the same step as narrower ones inside it that explain it.
 
         The wider one (a cluster) often has the smallest p-value and is
@@ -629,7 +660,8 @@ class CohortCorrelation(Struct):
             inner = [(u.pair, sets[u.pair]) for u in chosen if sets[u.pair] < mine]
             if inner and frozenset().union(*(m for _, m in inner)) < mine:
                 a, v = split_key(t.pair)
-                explained = self._explained(st, t, a, v, mine, inner, g, inventory, now_ms, clock.scales_s[t.scale])
+                explained = self._explained(st, t, a, v, mine, inner, g, inventory, now_ms, clock.scales_s[t.scale],
+                                            scan)
                 if explained is not None:
                     by, text = explained
                     notes_of[by].append(text)
@@ -644,7 +676,7 @@ class CohortCorrelation(Struct):
 
     def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
                    accepted: list[tuple[str, AbstractSet[str]]], g: tuple[float, ...],
-                   inventory: Inventory, now_ms: int, tau_s: float) -> tuple[str, str] | None:
+                   inventory: Inventory, now_ms: int, tau_s: float, scan: _HostScan) -> tuple[str, str] | None:
         """Is this cohort's excess another, already accepted, cohort's? (accepted pair, note) or None.
 
         Only nesting explains: a wider cohort (a datacenter) whose excess is
@@ -678,11 +710,7 @@ class CohortCorrelation(Struct):
         if not inner and not outer and not crossing:
             return None
         akey = a + "\x1f"
-        units: list[tuple[str, float, tuple[str, ...]]] = []
-        for h, hc in st.hosts.items():
-            hk = inventory.latest_keys(h)
-            if any(x.startswith(akey) for x in hk):
-                units.append((h, hc[i] / g[i], hk))
+        units = scan.units(a, i, g[i])
 
         def unknown(within: AbstractSet[str], attrs: set[str]) -> AbstractSet[str]:
             """Hosts of ``a`` outside ``within`` that leave out one of ``attrs``: in or out, nobody knows."""

@@ -65,6 +65,16 @@ class DecayClock:
             self._g_ms = ts_ms
         return self._g
 
+    def at(self, ts_ms: int) -> tuple[float, ...]:
+        """The factors of ``g`` at another time, computed alike but not cached.
+
+        Exposure integrates from each group's last change: asking ``g`` for
+        those times threw away the cached factors of the step being decided,
+        six ``exp`` each way per group.
+        """
+        d = ts_ms - ts_ms % GRAIN_MS - self.ref_ms
+        return tuple(math.exp(d * k) for k in self.inv_tau)
+
     def due(self, ts_ms: int) -> bool:
         """Has the fastest factor grown enough to move the reference?"""
         return (ts_ms - self.ref_ms) * self.inv_tau[0] > REBASE_AT

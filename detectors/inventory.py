@@ -105,7 +105,9 @@ class Inventory:
         self._exposure: dict[Pair, _Exposure] = {}
         #: hosts that sent events but were never announced (their stand-in entry waits for one)
         self._unannounced: set[str] = set()
-        self._exp_cache: tuple[int, int, dict[Pair, list[float]], int] = (-1, -1, {}, 0)
+        #: (time, unused, exposure per group, the clock's reference, factors per time of last change)
+        self._exp_cache: tuple[int, int, dict[Pair, list[float]], int, dict[int, tuple[float, ...]]] = \
+            (-1, -1, {}, 0, {})
         self._by_pair: dict[Pair, set[str]] = {}
         self._by_attr: dict[str, set[str]] = {}
         self._nesting: tuple[int, int, dict[str, str]] = (-1, -1, {})
@@ -225,7 +227,7 @@ class Inventory:
         if clock is None or ts_ms <= ex.t_ms:
             return
         if ex.n:
-            g1, g0 = clock.g(ts_ms), clock.g(ex.t_ms)
+            g1, g0 = clock.g(ts_ms), clock.at(ex.t_ms)
             for i, tau_ms in enumerate(clock.taus_ms):
                 ex.stored[i] += ex.n * tau_ms / HOUR_MS * (g1[i] - g0[i])
         ex.t_ms = ts_ms
@@ -241,7 +243,7 @@ class Inventory:
             return []
         cache = self._exp_cache
         if cache[0] != ts_ms or cache[3] != clock.ref_ms:
-            cache = self._exp_cache = (ts_ms, 0, {}, clock.ref_ms)
+            cache = self._exp_cache = (ts_ms, 0, {}, clock.ref_ms, {})
         hit = cache[2].get(group)
         if hit is not None:
             return hit
@@ -250,19 +252,23 @@ class Inventory:
             out = [0.0] * len(clock.scales_s)
         else:
             g1 = clock.g(ts_ms)
-            g0 = clock.g(ex.t_ms) if ex.n and ts_ms > ex.t_ms else None
+            g0 = None
+            if ex.n and ts_ms > ex.t_ms:
+                # groups last changed at the same time (a fleet announced at once) share their factors
+                g0 = cache[4].get(ex.t_ms)
+                if g0 is None:
+                    g0 = cache[4][ex.t_ms] = clock.at(ex.t_ms)
             out = []
             for i, tau_ms in enumerate(clock.taus_ms):
                 val = ex.stored[i]
                 if g0 is not None:
                     val += ex.n * tau_ms / HOUR_MS * (g1[i] - g0[i])
                 out.append(val / g1[i])
-            clock.g(ts_ms)  # leave the clock's cache on the time being decided
         cache[2][group] = out
         return out
 
     def rebase(self, factors: tuple[float, ...]) -> None:
-        self._exp_cache = (-1, -1, {}, 0)
+        self._exp_cache = (-1, -1, {}, 0, {})
         for ex in self._exposure.values():
             scale_in_place(ex.stored, factors)
 
