@@ -50,10 +50,25 @@ from msgspec import Struct, field
 
 from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
 from fleetepi.detectors.inventory import Inventory, pair_key, split_key
-from fleetepi.detectors.stats import alpha_per_look, benjamini_hochberg, binom_sf_real, weighted_share_tail, z_above
+from fleetepi.detectors.stats import (
+    alpha_per_look,
+    benjamini_hochberg,
+    binom_sf_real,
+    nb_sf_real,
+    weighted_share_tail,
+    z_above,
+)
 
 #: Decayed units below which a pair or a host is forgotten at a sweep.
 DEAD = 1e-3
+#: The rate test runs only where the share test already says the cohort holds more than its share at this
+#: level: three units of three on a tenth of the fleet is p = 1e-3, and a rise fleet-wide is no rack's finding
+RATE_SHARE_ALPHA = 1e-2
+#: Decayed units at a scale for a host to count as affected there (``_HostScan.hosts_in``).
+HOST_UNITS = 0.3
+#: Pseudo-units of the rate test's gamma posterior (Jeffreys' half a unit): a key never seen on the
+#: attribute's hosts before still has a rate, about half a unit over the host-time watched.
+RATE_PRIOR_UNITS = 0.5
 
 
 _ATTR_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -134,6 +149,8 @@ class CohortVerdict(Struct, frozen=True):
     upper_ci: float | None = None
     hosts: int = 0
     notes: tuple[str, ...] = ()
+    #: what ``expected`` is from, in words
+    basis: str = "its share of the fleet"
 
 
 class _Test(Struct):
@@ -147,6 +164,8 @@ class _Test(Struct):
     rr: float
     lo: float
     hi: float
+    #: the rate test's expected units in the cohort (-1: found by the share test)
+    mu: float = -1.0
 
 
 def rate_ratio_ci(a: float, c: float, e1: float, e0: float, z: float = 1.96) -> tuple[float, float, float]:
@@ -178,7 +197,11 @@ class _HostScan:
 
     def hosts_in(self, pk: str, i: int, gi: float) -> int:
         """Distinct hosts of the cohort ``pk`` with a unit within about the scale ``i``."""
-        return sum(1 for _, hc, hk in self.rows if hc[i] / gi >= 0.3 and pk in hk)
+        return sum(1 for _, hc, hk in self.rows if hc[i] / gi >= HOST_UNITS and pk in hk)
+
+    def affected(self, pk: str, i: int, gi: float) -> frozenset[str]:
+        """The hosts of cohort ``pk`` with a unit within about the scale ``i`` (``hosts_in``'s, by name)."""
+        return frozenset(h for h, hc, hk in self.rows if hc[i] / gi >= HOST_UNITS and pk in hk)
 
     def units(self, a: str, i: int, gi: float) -> list[tuple[str, float, tuple[str, ...]]]:
         """(host, units at scale ``i``, its pair keys) of the hosts that announce the attribute ``a`` now."""
@@ -223,6 +246,10 @@ class CohortCorrelation(Struct):
     spike_weight_max: float = 1.0
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
+    #: the scales the rate test runs at (none: off; ``_rate_expected``), and the scale whose units are
+    #: too recent for its earlier rate (the long-run kernel minus this one's)
+    rate_scales: list[int] = field(default_factory=list)
+    rate_recent: int = 0
 
     def ceiling(self, scale_s: float, age_ms: int) -> float:
         """The absolute p-value ceiling of a test at a scale of ``scale_s`` of a key first seen ``age_ms`` ago.
@@ -333,13 +360,15 @@ class CohortCorrelation(Struct):
                 continue
             # scales where the key has too few effective units for any cohort test: skipped whole
             n_eff = {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute}
-            testable = [i for i in self.acute if n_eff[i] >= self.min_units]
+            # (the rate test needs the units of min_hosts affected hosts; its finding needs the hosts)
+            testable = [i for i in self.acute if n_eff[i] >= self.min_units
+                        or i in self.rate_scales and all_[i] / g[i] >= self.min_hosts * HOST_UNITS]
             # Tarone, approximately: a key with too few effective units for a half-the-fleet cohort to
             # reach p <= q brings no members to the family. A smaller cohort can reach it with fewer
             # units (p0 ** n), so this can undercount the family; what bounds those tests is the
             # absolute corr_alpha (1e-6 by default), stricter than BH's q / family unless the family
             # exceeds q / corr_alpha (10,000 tests)
-            fam = len(st.pairs) * sum(1 for i in testable if n_eff[i] >= self._n_star)
+            fam = len(st.pairs) * sum(1 for i in testable if n_eff[i] >= self._n_star or i in self.rate_scales)
             self.family += fam - st.family
             st.family = fam
             if not testable and not st.firing:
@@ -525,21 +554,61 @@ class CohortCorrelation(Struct):
             if sh is None:
                 continue
             k, n, p0, c_k, c_out, e_v, e_out = sh
-            if n < self.min_units or k < 1.0:
+            by_rate = i in self.rate_scales and not pc.static
+            if n < self.min_units and not by_rate or k < 1.0:
                 continue
             if pc.static:
                 p0 = p0 * pc.rho / (p0 * pc.rho + 1.0 - p0)
             if z_above(k, n * p0, n * p0 * (1.0 - p0)) < 3.5:
                 continue  # the cheap screen: most cohorts hold their share
             p = binom_sf_real(k, n, p0)
-            if p > ceiling:
-                continue
+            mu = -1.0
+            if p > ceiling or n < self.min_units:
+                if not by_rate or p > RATE_SHARE_ALPHA:
+                    continue
+                mu, size = self._rate_expected(st, pk, i, g, inventory, now_ms, e_v)
+                # effective units, as the share test counts them: a host re-reporting every hour (chronic,
+                # before its ticket) is one host's say, not six hosts'
+                p = nb_sf_real(min(k, c_k), mu, size)
+                if p > ceiling:
+                    continue
             k_out = max(n - k, 0.0)
             rr, lo, hi = rate_ratio_ci(k, k_out, e_v, e_out)
             if pc.static:
                 lo, rr, hi = lo / pc.rho, rr / pc.rho, hi / pc.rho
-            out.append(_Test(key, pk, i, p, k, n, p0, rr, lo, hi))
+            out.append(_Test(key, pk, i, p, k, n, p0, rr, lo, hi, mu))
         return out
+
+    def _rate_expected(self, st: CohortKey, pk: str, i: int, g: tuple[float, ...], inventory: Inventory,
+                       now_ms: int, e_v: float) -> tuple[float, float]:
+        """(expected units on the cohort at scale ``i``, negative binomial size) from the key's older rate.
+
+        Why a second test: the share test asks whether the cohort holds more
+        than its share of the key's units *now*, so it cannot tell much when
+        the outbreak is most of them. Xid 79 on three hosts of one rack in an
+        hour, on a fleet that reports a couple a day, is three units of
+        three: a share test can reach p ~ 1e-4 (p0 ** 3) and never pages,
+        while three against 0.002 expected is p ~ 1e-9. The rate is the
+        key's on the hosts announcing the attribute, over the history
+        before this scale (the long-run kernel minus this scale's), as a
+        gamma posterior (its units plus half a unit, over its host-time);
+        the predictive count on the cohort's host-time is negative binomial.
+        Before means before the last day or so (``rate_recent``): at the
+        hour's scale an outbreak 40 minutes old is half in the long-run
+        kernel's difference with the hour's, and would raise its own bar.
+        The share test still gates it (``RATE_SHARE_ALPHA``), so a key rising
+        fleet-wide is not every rack's finding.
+        """
+        a = pk[: pk.index("\x1f")]
+        L, r = self.longrun, max(self.rate_recent, i)
+        tot = st.tot[a + "\x1f"]
+        c_old = max(tot[L] / g[L] - tot[r] / g[r], 0.0)
+        e_a = inventory.exposure((a, ""), now_ms)
+        e_old = e_a[L] - e_a[r]
+        size = c_old + RATE_PRIOR_UNITS
+        if e_old <= 0:
+            return math.inf, size
+        return e_v * size / e_old, size
 
     def _tail(self, st: CohortKey, t: _Test, g: tuple[float, ...], inventory: Inventory,
               weights_of: dict[tuple[str, int], list[float]]) -> float:
@@ -572,7 +641,9 @@ class CohortCorrelation(Struct):
         weights_of: dict[tuple[str, int], list[float]] = {}
         for pair, found in by_pair.items():
             for t in found:
-                if self._tail(st, t, g, inventory, weights_of) <= self.ceiling(clock.scales_s[t.scale], now_ms - st.first_ms) * weight:
+                # (the rate test counts the cohort's own units against their expectation: no share to weigh)
+                if t.mu >= 0 or self._tail(st, t, g, inventory, weights_of) <= \
+                        self.ceiling(clock.scales_s[t.scale], now_ms - st.first_ms) * weight:
                     best[pair] = t
                     break
         members, by_attr = inventory.members()
@@ -620,10 +691,19 @@ class CohortCorrelation(Struct):
                 continue
             hosts = scan.hosts_in(t.pair, t.scale, g[t.scale])
             scale_s = clock.scales_s[t.scale]
-            notes = [f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts announcing "
-                     f"{a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the {scale_s / 3600:g} h scale; "
-                     f"p={t.p:.3g}; Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys" +
-                     (f", this one weighted x{weight:.3g}: the signature is spiking fleet-wide" if weight > 1 else ""),
+            bh = (f"Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys" +
+                  (f", this one weighted x{weight:.3g}: the signature is spiking fleet-wide" if weight > 1 else ""))
+            if t.mu >= 0:
+                test = (f"rate test: {pc.unreported(t.scale) / g[t.scale]:.3g} units on {a}={v} at the "
+                        f"{scale_s / 3600:g} h scale where the key's earlier rate on hosts announcing {a} expects "
+                        f"{t.mu:.3g} (negative binomial), p={t.p:.3g}; {bh}. They are {t.k:.3g} of the "
+                        f"{t.n:.3g} effective units fleet-wide, on {t.p0:.1%} of the host-time: too few for the "
+                        f"share test alone")
+            else:
+                test = (f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts "
+                        f"announcing {a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the "
+                        f"{scale_s / 3600:g} h scale; p={t.p:.3g}; {bh}")
+            notes = [test,
                      f"relative risk {t.rr:.3g} (95% CI {t.lo:.3g}-{t.hi:.3g}); {hosts} affected hosts in the cohort",
                      why, *notes_of.get(t.pair, [])]
             if severity == "page":
@@ -635,8 +715,9 @@ class CohortCorrelation(Struct):
                 pc.rho = max(self._longrun_rr(st, t.pair, pc, now_ms, g, inventory), 1.0)
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
                 notes.append(f"static: later windows are tested against its long-run relative risk {pc.rho:.3g}")
-            out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k, t.n * t.p0, scale_s, t.p,
-                                     t.rr, t.lo, t.hi, hosts, tuple(notes)))
+            out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k,
+                                     t.mu if t.mu >= 0 else t.n * t.p0, scale_s, t.p, t.rr, t.lo, t.hi, hosts,
+                                     tuple(notes), **({"basis": "the key's earlier rate"} if t.mu >= 0 else {})))
         return out
 
     def _narrowest(self, st: CohortKey, chosen: list[_Test], members: Mapping[tuple[str, str], AbstractSet[str]],
@@ -669,6 +750,37 @@ class CohortCorrelation(Struct):
             keep.append(t)
         return keep
 
+    def _explained_rate(self, t: _Test, a: str, v: str, mine: AbstractSet[str],
+                        accepted: list[tuple[str, AbstractSet[str]]], scan: _HostScan,
+                        g: tuple[float, ...]) -> tuple[str, str] | None:
+        """``_explained`` for a rate test's cohort: by its affected hosts, which is all its few units can say.
+
+        A residual's share needs units a rate test does not have (three
+        hosts of a rack, on a rare channel). So a cohort whose affected
+        hosts all lie in an accepted one is that one's consequence (a rack's
+        node pool, its datacenter), unless it is the narrower of the two and
+        holds them beyond its share of the wider (``_concentrated``): then
+        it is a finding of its own, and ``_narrowest`` drops the wider.
+        Accepted strongest first, the narrowest cohort that holds every
+        affected host is the one named: with three hosts on one of a rack's
+        two power strips, the strip is eight times likelier than the rack,
+        though not significantly (the same three on one of a leaf switch's
+        two racks name the rack).
+        """
+        hit = scan.affected(t.pair, t.scale, g[t.scale])
+        for apk, amem in accepted:
+            if not hit <= amem or mine < amem and self._concentrated(hit, mine, amem):
+                continue
+            aa, av = split_key(apk)
+            return apk, (f"nested: the {len(hit)} affected hosts of {a}={v} are all on {aa}={av}: that "
+                         f"cohort's excess")
+        return None
+
+    def _concentrated(self, hit: AbstractSet[str], part: AbstractSet[str], whole: AbstractSet[str]) -> bool:
+        """Do the affected hosts ``hit`` fall on ``part`` beyond its share of ``whole``'s hosts (binomial)?"""
+        k, n = float(len(hit & part)), float(len(hit & whole))
+        return n > 0 and binom_sf_real(k, n, len(part) / len(whole)) <= self.explain_alpha
+
     @property
     def _n_star(self) -> float:
         """Effective units before a half-fleet cohort can reach p <= fdr (smaller cohorts need fewer)."""
@@ -700,6 +812,8 @@ class CohortCorrelation(Struct):
         holds only part of its SKU's excess, and the SKU pages as well.
         """
         i = t.scale
+        if t.mu >= 0:
+            return self._explained_rate(t, a, v, mine, accepted, scan, g)
         by_attr = inventory.members()[1]
         attr_hosts: AbstractSet[str] = by_attr.get(a, frozenset())
         seen = [(apk, amem & attr_hosts, split_key(apk)[0]) for apk, amem in accepted]
@@ -845,6 +959,8 @@ class CohortCorrelation(Struct):
                                                  f"which was reported as static")
         i, L = t.scale, self.longrun
         a, v = split_key(t.pair)
+        if t.mu >= 0:
+            return self._classify_rate(st, pc, i, g, inventory, a, v, now_ms)
         tot = st.tot.get(a + "\x1f")
         c_old_a = max((tot[L] / g[L] - tot[i] / g[i]) if tot is not None else 0.0, 0.0)
         if c_old_a < self.prior_units and pc.early_p > 0:
@@ -872,6 +988,32 @@ class CohortCorrelation(Struct):
         return "ticket", "static_association", (f"static: its share now is no higher than its own earlier share "
                                                 f"({share_old:.1%} of {c_old_a:.3g} earlier units, relative risk "
                                                 f"{rho:.3g}; p={p_rise:.3g})")
+
+    def _classify_rate(self, st: CohortKey, pc: PairCounts, i: int, g: tuple[float, ...], inventory: Inventory,
+                       a: str, v: str, now_ms: int) -> tuple[Literal["page", "ticket"], str, str]:
+        """A rate test's cohort against its own earlier rate: new if above it, static (a ticket) if not.
+
+        A rack whose hosts have always reported the key at this rate is a
+        standing condition of the rack; one that never did is an outbreak.
+        Its earlier rate is shrunk toward the attribute's by ``prior_units``
+        pseudo-units, as ``_classify`` shrinks shares: a rack's few quiet
+        days say little alone, and "never seen there" must not read as
+        "always this high there".
+        """
+        L, r = self.longrun, max(self.rate_recent, i)
+        mu_a, _ = self._rate_expected(st, pair_key(a, v), i, g, inventory, now_ms, 1.0)  # per host-hour
+        c_k = pc.unreported(i) / g[i]
+        c_old = max(pc.c[L] / g[L] - pc.c[r] / g[r], 0.0)
+        e_v = inventory.exposure((a, v), now_ms)
+        e_old = max(e_v[L] - e_v[r], 0.0)
+        size = c_old + self.prior_units
+        mu = e_v[i] * size / (self.prior_units / mu_a + e_old) if 0 < mu_a < math.inf else math.inf
+        p_own = nb_sf_real(c_k, mu, size)
+        if p_own < self.rise_alpha:
+            return "page", "cohort_outbreak", (f"new: {c_k:.3g} units where the cohort's own earlier rate expects "
+                                               f"{mu:.3g} ({c_old:.3g} earlier units), p={p_own:.3g}")
+        return "ticket", "static_association", (f"static: the cohort's own earlier rate expects {mu:.3g} "
+                                                f"({c_old:.3g} earlier units); p={p_own:.3g}")
 
     def _maybe_resolve(self, key: str, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
                        inventory: Inventory) -> CohortVerdict | None:
@@ -936,7 +1078,8 @@ class CohortCorrelation(Struct):
         return {k: s.total for k, s in self.keys.items()}
 
 
-def cohort_correlation_from_config(cfg: object, clock: DecayClock) -> CohortCorrelation:
+def cohort_correlation_from_config(cfg: object, clock: DecayClock, rate_max_s: float = 0.0) -> CohortCorrelation:
+    """The engine for ``cfg``; ``rate_max_s``: the rate test at the acute scales up to it (0: share test only)."""
     from fleetepi.detectors.config import DetectorConfig
 
     c: DetectorConfig = cfg  # type: ignore[assignment]
@@ -950,7 +1093,10 @@ def cohort_correlation_from_config(cfg: object, clock: DecayClock) -> CohortCorr
                              warmup_ms=int(c.warmup_s * 1000), cooldown_ms=int(c.cooldown_s * 1000),
                              ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000),
                              spike_share=c.corr_spike_share, spike_weight_max=c.corr_spike_weight_max,
-                             look_s=c.corr_alpha_look_s)
+                             look_s=c.corr_alpha_look_s,
+                             rate_scales=[scales.index(s) for s in c.cohort_scales_s if s <= rate_max_s],
+                             rate_recent=scales.index(min((s for s in c.cohort_scales_s if s >= 86400.0),
+                                                          default=c.cohort_scales_s[-1])))
 
 
 __all__ = ["CohortCorrelation", "CohortKey", "CohortVerdict", "PairCounts", "cohort_correlation_from_config",

@@ -233,6 +233,9 @@ class DetectorConfig:
     #: Channels telemetry_cohort does not test by cohort (kind or kind:code); reported by most
     #: hosts, "hosts with any" is no cohort signal. telemetry_host still watches them per host.
     tel_cohort_skip: tuple[str, ...] = ("xid:13", "xid:31", "xid:43", "xid:45", "ecc_corrected")
+    #: telemetry_cohort also tests a cohort's units against the channel's earlier rate at the scales up to
+    #: this (0: off): a rare channel's outbreak is most of its units, which a share test cannot tell
+    tel_cohort_rate_max_s: float = 6 * 3600.0
 
     def __post_init__(self) -> None:
         """Validate at start-up (never in the loop); YAML lists become tuples."""

@@ -28,8 +28,8 @@ from fleetepi.detectors.stats import score_of
 
 def cohort_summary(what: str, v: CohortVerdict, tail: str) -> str:
     """``<what> on a=v: ~k units vs ~e expected (risk, CI), n hosts, over <scale>: <tail>``."""
-    return (f"{what} on {v.attribute}={v.value}: {v.observed:.3g} cases vs {v.expected:.2g} expected from its share of "
-            f"the fleet (risk x{v.relative_risk or 0:.1f}, 95% CI {v.lower_ci or 0:.1f}-{v.upper_ci or 0:.1f}), "
+    return (f"{what} on {v.attribute}={v.value}: {v.observed:.3g} cases vs {v.expected:.2g} expected from {v.basis} "
+            f"(risk x{v.relative_risk or 0:.1f}, 95% CI {v.lower_ci or 0:.1f}-{v.upper_ci or 0:.1f}), "
             f"{v.hosts} hosts, over ~{span(v.window_s)}: {tail}")
 
 

@@ -128,7 +128,7 @@ class TelemetryCohortSpike:
 
     def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
         c = self.config = config
-        self.state = _CohortState(rate_spike_from_config(c), cohort_correlation_from_config(c, clock))
+        self.state = _CohortState(rate_spike_from_config(c), cohort_correlation_from_config(c, clock, c.tel_cohort_rate_max_s))
         self._skip = frozenset(c.tel_cohort_skip)
 
     def fold(self, case: Case, ctx: Context) -> None:

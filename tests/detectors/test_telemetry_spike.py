@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleetepi.contract import Host
+from fleetepi.contract import Host, ts_from_ms
 from fleetepi.detectors import DetectorConfig
 from fleetepi.detectors.cases import ROUTES, Crossings, channel_of
 
@@ -131,3 +131,34 @@ def test_a_month_scale_concentration_is_not_held_to_the_hourly_ceiling(fl: Simpl
 
     assert cage2_alerts(86400.0)
     assert not cage2_alerts(0.0)
+
+
+def test_three_hosts_of_a_rack_with_a_rare_xid_page_on_the_rate_test(fl: SimpleNamespace) -> None:
+    """Xid 79 twice on each of three hosts of rack r07 within 95 minutes; the fleet reports ~3 a day.
+
+    1,000 hosts in racks of 20. The channel's units at the hour scale are
+    mostly the burst's, too few effective units for the share test (it
+    never pages the rack). Against the channel's earlier rate, the rack
+    expected ~0.003 units in the hour: it pages on the third report, 25
+    minutes in. The same reports on hosts of three racks are a fleet-wide
+    matter and page no rack.
+    """
+    at = fl.T0 + 2 * fl.DAY
+    background = [fl.tel(fl.T0 + j * 12 * fl.HOUR + 600_000, f"h{(j * 97 + 11) % 1000:04d}", "xid", 79)
+                  for j in range(6)]
+
+    def burst(hosts: list[str]) -> list:
+        return [fl.tel(at + (r * 75 + i * 10) * fl.MIN, h, "xid", 79) for r in range(2) for i, h in enumerate(hosts)]
+
+    def rack_pages(trouble: list, config: DetectorConfig | None = None) -> list:
+        events = fl.merged(fl.hosts(1000), fl.telemetry_background(1000, fl.T0, at + fl.DAY), background, trouble)
+        alerts = fl.firing(fl.run(events, config, detectors=["telemetry_host", "telemetry_cohort"]),
+                           "telemetry_spike")
+        return [a for a in alerts if a.attribute is not None and a.severity == "page"]
+
+    got = rack_pages(burst(["h0140", "h0143", "h0146"]))
+    assert [(a.attribute, a.value, a.code, a.finding) for a in got] == [("rack", "r07", 79, "cohort_outbreak")]
+    assert got[0].notes[1].startswith("rate test: ") and got[0].expected < 0.05 and got[0].p_value < 1e-6
+    assert got[0].ts <= ts_from_ms(at + 30 * fl.MIN)
+    assert rack_pages(burst(["h0140", "h0443", "h0746"])) == []
+    assert rack_pages(burst(["h0140", "h0143", "h0146"]), DetectorConfig(tel_cohort_rate_max_s=0.0)) == []
