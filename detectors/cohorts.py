@@ -590,12 +590,11 @@ class CohortCorrelation(Struct):
         three: a share test can reach p ~ 1e-4 (p0 ** 3) and never pages,
         while three against 0.002 expected is p ~ 1e-9. The rate is the
         key's on the hosts announcing the attribute, over the history
-        before this scale (the long-run kernel minus this scale's), as a
-        gamma posterior (its units plus half a unit, over its host-time);
-        the predictive count on the cohort's host-time is negative binomial.
-        Before means before the last day or so (``rate_recent``): at the
-        hour's scale an outbreak 40 minutes old is half in the long-run
-        kernel's difference with the hour's, and would raise its own bar.
+        before the last day or so (the long-run kernel minus the day's,
+        ``rate_recent``: minus the hour's, an outbreak 40 minutes old would
+        be half in it and raise its own bar), as a gamma posterior (its
+        units plus half a unit, over its host-time); the predictive count
+        on the cohort's host-time is negative binomial.
         The share test still gates it (``RATE_SHARE_ALPHA``), so a key rising
         fleet-wide is not every rack's finding.
         """
