@@ -188,20 +188,25 @@ class _HostScan:
     association's alias passed the screen (a tenth of the noisy replay).
     """
 
-    __slots__ = ("rows", "_by_attr", "_units")
+    __slots__ = ("rows", "_by_attr", "_units", "_affected")
 
     def __init__(self, st: CohortKey, inventory: Inventory) -> None:
         self.rows = [(h, hc, inventory.latest_keys(h)) for h, hc in st.hosts.items()]
         self._by_attr = inventory.members()[1]
         self._units: dict[tuple[str, int], list[tuple[str, float, tuple[str, ...]]]] = {}
-
-    def hosts_in(self, pk: str, i: int, gi: float) -> int:
-        """Distinct hosts of the cohort ``pk`` with a unit within about the scale ``i``."""
-        return sum(1 for _, hc, hk in self.rows if hc[i] / gi >= HOST_UNITS and pk in hk)
+        self._affected: dict[tuple[str, int], frozenset[str]] = {}
 
     def affected(self, pk: str, i: int, gi: float) -> frozenset[str]:
-        """The hosts of cohort ``pk`` with a unit within about the scale ``i`` (``hosts_in``'s, by name)."""
-        return frozenset(h for h, hc, hk in self.rows if hc[i] / gi >= HOST_UNITS and pk in hk)
+        """The hosts of cohort ``pk`` with a unit within about the scale ``i`` (a report asks twice)."""
+        got = self._affected.get((pk, i))
+        if got is None:
+            got = self._affected[(pk, i)] = frozenset(h for h, hc, hk in self.rows
+                                                      if hc[i] / gi >= HOST_UNITS and pk in hk)
+        return got
+
+    def hosts_in(self, pk: str, i: int, gi: float) -> int:
+        """How many hosts ``affected`` holds."""
+        return len(self.affected(pk, i, gi))
 
     def units(self, a: str, i: int, gi: float) -> list[tuple[str, float, tuple[str, ...]]]:
         """(host, units at scale ``i``, its pair keys) of the hosts that announce the attribute ``a`` now."""
@@ -566,7 +571,7 @@ class CohortCorrelation(Struct):
             if p > ceiling or n < self.min_units:
                 if not by_rate or p > RATE_SHARE_ALPHA:
                     continue
-                mu, size = self._rate_expected(st, pk, i, g, inventory, now_ms, e_v)
+                mu, size = self._rate_expected(st, a, i, g, inventory, now_ms, e_v)
                 # effective units, as the share test counts them: a host re-reporting every hour (chronic,
                 # before its ticket) is one host's say, not six hosts'
                 p = nb_sf_real(min(k, c_k), mu, size)
@@ -579,9 +584,9 @@ class CohortCorrelation(Struct):
             out.append(_Test(key, pk, i, p, k, n, p0, rr, lo, hi, mu))
         return out
 
-    def _rate_expected(self, st: CohortKey, pk: str, i: int, g: tuple[float, ...], inventory: Inventory,
+    def _rate_expected(self, st: CohortKey, a: str, i: int, g: tuple[float, ...], inventory: Inventory,
                        now_ms: int, e_v: float) -> tuple[float, float]:
-        """(expected units on the cohort at scale ``i``, negative binomial size) from the key's older rate.
+        """(expected units on ``e_v`` host-hours of attribute ``a`` at scale ``i``, negative binomial size).
 
         Why a second test: the share test asks whether the cohort holds more
         than its share of the key's units *now*, so it cannot tell much when
@@ -598,7 +603,6 @@ class CohortCorrelation(Struct):
         The share test still gates it (``RATE_SHARE_ALPHA``), so a key rising
         fleet-wide is not every rack's finding.
         """
-        a = pk[: pk.index("\x1f")]
         L, r = self.longrun, max(self.rate_recent, i)
         tot = st.tot[a + "\x1f"]
         c_old = max(tot[L] / g[L] - tot[r] / g[r], 0.0)
@@ -1000,7 +1004,7 @@ class CohortCorrelation(Struct):
         "always this high there".
         """
         L, r = self.longrun, max(self.rate_recent, i)
-        mu_a, _ = self._rate_expected(st, pair_key(a, v), i, g, inventory, now_ms, 1.0)  # per host-hour
+        mu_a, _ = self._rate_expected(st, a, i, g, inventory, now_ms, 1.0)  # per host-hour
         c_k = pc.unreported(i) / g[i]
         c_old = max(pc.c[L] / g[L] - pc.c[r] / g[r], 0.0)
         e_v = inventory.exposure((a, v), now_ms)

@@ -105,9 +105,8 @@ class Inventory:
         self._exposure: dict[Pair, _Exposure] = {}
         #: hosts that sent events but were never announced (their stand-in entry waits for one)
         self._unannounced: set[str] = set()
-        #: (time, unused, exposure per group, the clock's reference, factors per time of last change)
-        self._exp_cache: tuple[int, int, dict[Pair, list[float]], int, dict[int, tuple[float, ...]]] = \
-            (-1, -1, {}, 0, {})
+        #: (time, exposure per group, the clock's reference, factors per time of last change)
+        self._exp_cache: tuple[int, dict[Pair, list[float]], int, dict[int, tuple[float, ...]]] = (-1, {}, 0, {})
         self._by_pair: dict[Pair, set[str]] = {}
         self._by_attr: dict[str, set[str]] = {}
         self._nesting: tuple[int, int, dict[str, str]] = (-1, -1, {})
@@ -219,7 +218,7 @@ class Inventory:
             ex = self._exposure[group] = _Exposure([0.0] * len(clock.scales_s), 0, ts_ms)
         self._integrate(ex, ts_ms)
         ex.n += delta
-        self._exp_cache[2].pop(group, None)
+        self._exp_cache[1].pop(group, None)
 
     def _integrate(self, ex: _Exposure, ts_ms: int) -> None:
         """Add ``n`` hosts' host-time from ``ex.t_ms`` to ``ts_ms`` (inflated, hours)."""
@@ -242,9 +241,9 @@ class Inventory:
         if clock is None:
             return []
         cache = self._exp_cache
-        if cache[0] != ts_ms or cache[3] != clock.ref_ms:
-            cache = self._exp_cache = (ts_ms, 0, {}, clock.ref_ms, {})
-        hit = cache[2].get(group)
+        if cache[0] != ts_ms or cache[2] != clock.ref_ms:
+            cache = self._exp_cache = (ts_ms, {}, clock.ref_ms, {})
+        hit = cache[1].get(group)
         if hit is not None:
             return hit
         ex = self._exposure.get(group)
@@ -255,20 +254,20 @@ class Inventory:
             g0 = None
             if ex.n and ts_ms > ex.t_ms:
                 # groups last changed at the same time (a fleet announced at once) share their factors
-                g0 = cache[4].get(ex.t_ms)
+                g0 = cache[3].get(ex.t_ms)
                 if g0 is None:
-                    g0 = cache[4][ex.t_ms] = clock.at(ex.t_ms)
+                    g0 = cache[3][ex.t_ms] = clock.at(ex.t_ms)
             out = []
             for i, tau_ms in enumerate(clock.taus_ms):
                 val = ex.stored[i]
                 if g0 is not None:
                     val += ex.n * tau_ms / HOUR_MS * (g1[i] - g0[i])
                 out.append(val / g1[i])
-        cache[2][group] = out
+        cache[1][group] = out
         return out
 
     def rebase(self, factors: tuple[float, ...]) -> None:
-        self._exp_cache = (-1, -1, {}, 0, {})
+        self._exp_cache = (-1, {}, 0, {})
         for ex in self._exposure.values():
             scale_in_place(ex.stored, factors)
 
