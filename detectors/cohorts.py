@@ -118,8 +118,10 @@ class CohortKey(Struct):
     pairs: dict[str, PairCounts] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)
     firing: set[str] = field(default_factory=set)
-    #: tests of this key that could reach significance (its share of the Benjamini-Hochberg family)
+    #: tests of this key that could reach significance (its share of the Benjamini-Hochberg family) ...
     family: int = 0
+    #: ... of which rate tests (their units decay: ``CohortCorrelation._recount``)
+    rate_family: int = 0
     first_ms: int = 0
     last_ms: int = 0
     total: float = 0.0
@@ -255,6 +257,8 @@ class CohortCorrelation(Struct):
     #: too recent for its earlier rate (the long-run kernel minus this one's)
     rate_scales: list[int] = field(default_factory=list)
     rate_recent: int = 0
+    #: when every key's share of the family is next recounted (``_recount``)
+    recount_ms: int = 0
 
     def ceiling(self, scale_s: float, age_ms: int) -> float:
         """The absolute p-value ceiling of a test at a scale of ``scale_s`` of a key first seen ``age_ms`` ago.
@@ -344,6 +348,9 @@ class CohortCorrelation(Struct):
         Their tests carry more of the false-discovery budget (``_weights``).
         """
         g = clock.g(now_ms)
+        n_star = max(self._n_star, self.min_units)
+        if now_ms >= self.recount_ms:
+            self._recount(now_ms, g, n_star)
         warm = self.start_ms is not None and now_ms >= self.start_ms + self.warmup_ms
         if warm and not self.early_taken:
             self._take_early(now_ms, g, inventory)
@@ -365,17 +372,8 @@ class CohortCorrelation(Struct):
                 continue
             # scales where the key has too few effective units for any cohort test: skipped whole
             n_eff = {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute}
-            # (the rate test needs the units of min_hosts affected hosts; its finding needs the hosts)
-            testable = [i for i in self.acute if n_eff[i] >= self.min_units
-                        or i in self.rate_scales and all_[i] / g[i] >= self.min_hosts * HOST_UNITS]
-            # Tarone, approximately: a key with too few effective units for a half-the-fleet cohort to
-            # reach p <= q brings no members to the family. A smaller cohort can reach it with fewer
-            # units (p0 ** n), so this can undercount the family; what bounds those tests is the
-            # absolute corr_alpha (1e-6 by default), stricter than BH's q / family unless the family
-            # exceeds q / corr_alpha (10,000 tests)
-            fam = len(st.pairs) * sum(1 for i in testable if n_eff[i] >= self._n_star or i in self.rate_scales)
-            self.family += fam - st.family
-            st.family = fam
+            testable = [i for i in self.acute if n_eff[i] >= self.min_units or self._rate_live(all_, i, g)]
+            self._count(st, n_eff, all_, g, n_star)
             if not testable and not st.firing:
                 continue
             short = [i for i in testable if clock.scales_s[i] < 86400.0]
@@ -429,6 +427,46 @@ class CohortCorrelation(Struct):
             out.extend(self._report(key, self.keys[key], accepted[key], family, weight, now_ms, g, inventory,
                                     clock))
         return out
+
+    def _rate_live(self, all_: list[float], i: int, g: tuple[float, ...]) -> bool:
+        """Could a rate test of the key run at scale ``i``: the units of ``min_hosts`` affected hosts."""
+        return i in self.rate_scales and all_[i] / g[i] >= self.min_hosts * HOST_UNITS
+
+    def _count(self, st: CohortKey, n_eff: Mapping[int, float], all_: list[float], g: tuple[float, ...],
+               n_star: float) -> None:
+        """Set the key's share of the Benjamini-Hochberg family: its pairs at every scale whose test could fire.
+
+        Tarone, approximately: a key with too few effective units for a
+        half-the-fleet cohort to reach p <= q (``n_star``) brings no share
+        tests to the family. A smaller cohort can reach it with fewer units
+        (p0 ** n), so this can undercount; what bounds those tests is the
+        absolute corr_alpha (1e-6 by default), stricter than BH's q / family
+        unless the family exceeds q / corr_alpha (10,000 tests). A rate test
+        counts while the key holds the units it needs at that scale; those
+        decay, so ``_recount`` drops an idle key's.
+        """
+        n = len(st.pairs)
+        share = sum(1 for i in self.acute if n_eff[i] >= n_star)
+        rate = n * sum(1 for i in self.rate_scales if n_eff[i] < n_star and self._rate_live(all_, i, g))
+        fam = n * share + rate
+        self.family += fam - st.family
+        st.family, st.rate_family = fam, rate
+
+    def _recount(self, now_ms: int, g: tuple[float, ...], n_star: float) -> None:
+        """The rate tests' share of the family afresh, hourly.
+
+        Why: a key's share was set when it was last touched. Its rate tests'
+        units decay: on a noisy fleet, keys idle for hours held nine in ten
+        of the rate tests' slots (400,000 of 450,000), which raised every
+        test's bar for nothing. Share tests need no recount: a key's
+        effective units (Kish) do not change as its units decay alike.
+        """
+        self.recount_ms = now_ms + 3_600_000
+        for st in self.keys.values():
+            if st.rate_family:
+                all_ = st.tot[""]
+                self._count(st, {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute},
+                            all_, g, n_star)
 
     def _weights(self, spiking: AbstractSet[str], n_tests: int) -> tuple[float, float, int]:
         """(weight of a spiking key's test, weight of any other test, family size) for a weighted BH.
@@ -569,7 +607,7 @@ class CohortCorrelation(Struct):
             p = binom_sf_real(k, n, p0)
             mu = -1.0
             if p > ceiling or n < self.min_units:
-                if not by_rate or p > RATE_SHARE_ALPHA:
+                if not by_rate or p > RATE_SHARE_ALPHA / len(st.pairs):
                     continue
                 mu, size = self._rate_expected(st, a, i, g, inventory, now_ms, e_v)
                 # effective units, as the share test counts them: a host re-reporting every hour (chronic,

@@ -236,6 +236,8 @@ class DetectorConfig:
     #: telemetry_cohort also tests a cohort's units against the channel's earlier rate at the scales up to
     #: this (0: off): a rare channel's outbreak is most of its units, which a share test cannot tell
     tel_cohort_rate_max_s: float = 6 * 3600.0
+    #: hardware_correlation's rate test, the same, at the cohort scales up to this (0: off)
+    corr_rate_max_s: float = 6 * 3600.0
 
     def __post_init__(self) -> None:
         """Validate at start-up (never in the loop); YAML lists become tuples."""
@@ -249,7 +251,8 @@ class DetectorConfig:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("warmup_s", "cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",
-                     "ticket_cooldown_s", "hour_prior_units", "corr_alpha_look_s", "sig_alpha_look_s"):
+                     "ticket_cooldown_s", "hour_prior_units", "corr_alpha_look_s", "sig_alpha_look_s",
+                     "tel_cohort_rate_max_s", "corr_rate_max_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.step_s % 1 or self.step_s < 1:

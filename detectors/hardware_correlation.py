@@ -50,7 +50,7 @@ class HardwareCorrelation:
 
     def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
         self.config = config
-        self.core = cohort_correlation_from_config(config, clock)
+        self.core = cohort_correlation_from_config(config, clock, config.corr_rate_max_s)
 
     def fold(self, case: Case, ctx: Context) -> None:
         if case.is_crash and case.unit and case.keys:

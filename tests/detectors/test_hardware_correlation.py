@@ -294,3 +294,67 @@ def test_hosts_that_leave_an_attribute_out_do_not_make_a_second_finding(fl: Simp
     found = {(a.attribute, a.value) for a in alerts}
     assert found == {("node_pool", "train")}, [a.summary for a in alerts]
 
+
+
+def test_three_hosts_of_a_rack_with_a_rare_signature_page_on_the_rate_test(fl: SimpleNamespace) -> None:
+    """A signature seen six times in two days crashes twice on each of three hosts of rack r07 in 95 minutes.
+
+    400 hosts in racks of 20 (a rack is 5 % of the fleet). The burst is
+    all the signature's recent units, so the share test can say no more
+    than 0.05 ** 3 ~ 1e-4 and never pages. Against the signature's earlier
+    rate the rack expected ~0.01 units in six hours: it pages, the notes
+    say "rate test". The same crashes on hosts of three racks page no rack
+    (where they fell is no finding), nor do they with the rate test off.
+    """
+    at = fl.T0 + 2 * fl.DAY
+    sig = "libcuda!cuMemcpyHtoDAsync_v2 | libcudart!cudaMemcpyAsync"
+    earlier = [fl.crash(fl.T0 + j * 8 * fl.HOUR + 600_000, f"h{(j * 97 + 11) % 400:04d}", sig, job=f"e{j}")
+               for j in range(6)]
+
+    def burst(hosts: list[str]) -> list:
+        return [fl.crash(at + (r * 75 + i * 10) * fl.MIN, h, sig, job=f"b{r}{i}")
+                for r in range(2) for i, h in enumerate(hosts)]
+
+    def rack_pages(trouble: list, config: DetectorConfig | None = None) -> list:
+        events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + fl.DAY), earlier, trouble)
+        alerts = fl.firing(fl.run(events, config, detectors=["hardware_correlation"]))
+        return [a for a in alerts if a.signature == sig and a.severity == "page"]
+
+    got = rack_pages(burst(["h0140", "h0143", "h0146"]))
+    assert [(a.attribute, a.value, a.finding) for a in got] == [("rack", "r07", "cohort_outbreak")], \
+        [a.summary for a in got]
+    assert got[0].notes[0].startswith("rate test: ") and got[0].p_value < 1e-6
+    assert got[0].ts <= ts_from_ms(at + 2 * fl.HOUR)
+    assert rack_pages(burst(["h0140", "h0203", "h0266"])) == []
+    assert rack_pages(burst(["h0140", "h0143", "h0146"]), DetectorConfig(corr_rate_max_s=0.0)) == []
+
+
+def test_an_idle_signature_stops_counting_in_the_family_of_rate_tests(fl: SimpleNamespace) -> None:
+    """Forty rare signatures crash three times each, then go quiet for twelve hours.
+
+    While their units are fresh, each counts its cohorts at the rate test's
+    scales in the Benjamini-Hochberg family (the bar every test must pass).
+    Twelve hours on those units have decayed below what a rate test needs;
+    the family must forget them, not keep them until the signature is next
+    seen (on a noisy fleet such idle keys were nine in ten of the rate
+    tests' slots).
+    """
+    from fleetepi.detectors import Engine
+
+    at = fl.T0 + 2 * fl.DAY
+    rare = [fl.crash(at + k * 60_000 + j * 7 * fl.MIN, f"h{(k * 53 + j * 131) % 400:04d}", f"rare{k:02d}",
+                     job=f"r{k}{j}") for k in range(40) for j in range(3)]
+    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at - fl.DAY), rare)
+
+    def family(config: DetectorConfig, after_ms: int) -> int:
+        eng = Engine(config, detectors=["hardware_correlation"])
+        for ev in events:
+            eng.process(ev)
+        eng.advance(at + after_ms)
+        (det,) = eng.detectors
+        return det.core.family
+
+    fresh, idle = family(DetectorConfig(), fl.HOUR), family(DetectorConfig(), 12 * fl.HOUR)
+    share_only = family(DetectorConfig(corr_rate_max_s=0.0), 12 * fl.HOUR)
+    assert fresh >= idle + 40 * 4, (fresh, idle)
+    assert idle == share_only
