@@ -302,8 +302,9 @@ def test_three_hosts_of_a_rack_with_a_rare_signature_page_on_the_rate_test(fl: S
     400 hosts in racks of 20 (a rack is 5 % of the fleet). The burst is
     all the signature's recent units, so the share test can say no more
     than 0.05 ** 3 ~ 1e-4 and never pages. Against the signature's earlier
-    rate the rack expected ~0.01 units in six hours: it pages, the notes
-    say "rate test". The same crashes on hosts of three racks page no rack
+    rate the rack expected 0.008 units in the hour: it pages 100 minutes in
+    (p = 2e-7), the notes say "rate test". The same crashes on hosts of
+    three racks page no rack
     (where they fell is no finding), nor do they with the rate test off.
     """
     at = fl.T0 + 2 * fl.DAY
