@@ -65,7 +65,7 @@ DEAD = 1e-3
 #: level over the key's cohorts (divided by their number): the rate test says the key rose, the share test
 #: where. Three units of three on a rack of 2.4 % is p = 1.4e-5; on a CUDA version of 18 %, 0.006
 RATE_SHARE_ALPHA = 1e-2
-#: Decayed units at a scale for a host to count as affected there (``_HostScan.hosts_in``).
+#: Decayed units at a scale for a host to count as affected there (``_HostScan.affected``, ``_rate_live``).
 HOST_UNITS = 0.3
 #: Pseudo-units of the rate test's gamma posterior (Jeffreys' half a unit): a key never seen on the
 #: attribute's hosts before still has a rate, about half a unit over the host-time watched.
@@ -169,6 +169,11 @@ class _Test(Struct):
     hi: float
     #: the rate test's expected units in the cohort (-1: found by the share test)
     mu: float = -1.0
+
+    @property
+    def by_rate(self) -> bool:
+        """Found by the rate test: explained, classified and worded by its own rules."""
+        return self.mu >= 0
 
 
 def rate_ratio_ci(a: float, c: float, e1: float, e0: float, z: float = 1.96) -> tuple[float, float, float]:
@@ -600,8 +605,8 @@ class CohortCorrelation(Struct):
             if sh is None:
                 continue
             k, n, p0, c_k, c_out, e_v, e_out = sh
-            by_rate = i in self.rate_scales and not pc.static
-            if n < self.min_units and not by_rate or k < 1.0:
+            rate_ok = i in self.rate_scales and not pc.static
+            if n < self.min_units and not rate_ok or k < 1.0:
                 continue
             if pc.static:
                 p0 = p0 * pc.rho / (p0 * pc.rho + 1.0 - p0)
@@ -610,7 +615,7 @@ class CohortCorrelation(Struct):
             p = binom_sf_real(k, n, p0)
             mu = -1.0
             if p > ceiling or n < self.min_units:
-                if not by_rate or p > RATE_SHARE_ALPHA / len(st.pairs):
+                if not rate_ok or p > RATE_SHARE_ALPHA / len(st.pairs):
                     continue
                 mu, size = self._rate_expected(st, a, i, g, inventory, now_ms, e_v)
                 # effective units, as the share test counts them: a host re-reporting every hour (chronic,
@@ -686,7 +691,7 @@ class CohortCorrelation(Struct):
         for pair, found in by_pair.items():
             for t in found:
                 # (the rate test counts the cohort's own units against their expectation: no share to weigh)
-                if t.mu >= 0 or self._tail(st, t, g, inventory, weights_of) <= \
+                if t.by_rate or self._tail(st, t, g, inventory, weights_of) <= \
                         self.ceiling(clock.scales_s[t.scale], now_ms - st.first_ms) * weight:
                     best[pair] = t
                     break
@@ -737,7 +742,7 @@ class CohortCorrelation(Struct):
             scale_s = clock.scales_s[t.scale]
             bh = (f"Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys" +
                   (f", this one weighted x{weight:.3g}: the signature is spiking fleet-wide" if weight > 1 else ""))
-            if t.mu >= 0:
+            if t.by_rate:
                 test = (f"rate test: {pc.unreported(t.scale) / g[t.scale]:.3g} units on {a}={v} at the "
                         f"{scale_s / 3600:g} h scale where the key's earlier rate on hosts announcing {a} expects "
                         f"{t.mu:.3g} (negative binomial), p={t.p:.3g}; {bh}. They are {t.k:.3g} of the "
@@ -760,8 +765,8 @@ class CohortCorrelation(Struct):
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
                 notes.append(f"static: later windows are tested against its long-run relative risk {pc.rho:.3g}")
             out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k,
-                                     t.mu if t.mu >= 0 else t.n * t.p0, scale_s, t.p, t.rr, t.lo, t.hi, hosts,
-                                     tuple(notes), **({"basis": "the key's earlier rate"} if t.mu >= 0 else {})))
+                                     t.mu if t.by_rate else t.n * t.p0, scale_s, t.p, t.rr, t.lo, t.hi, hosts,
+                                     tuple(notes), **({"basis": "the key's earlier rate"} if t.by_rate else {})))
         return out
 
     def _narrowest(self, st: CohortKey, chosen: list[_Test], members: Mapping[tuple[str, str], AbstractSet[str]],
@@ -856,7 +861,7 @@ class CohortCorrelation(Struct):
         holds only part of its SKU's excess, and the SKU pages as well.
         """
         i = t.scale
-        if t.mu >= 0:
+        if t.by_rate:
             return self._explained_rate(t, a, v, mine, accepted, scan, g)
         by_attr = inventory.members()[1]
         attr_hosts: AbstractSet[str] = by_attr.get(a, frozenset())
@@ -1003,7 +1008,7 @@ class CohortCorrelation(Struct):
                                                  f"which was reported as static")
         i, L = t.scale, self.longrun
         a, v = split_key(t.pair)
-        if t.mu >= 0:
+        if t.by_rate:
             return self._classify_rate(st, pc, i, g, inventory, a, v, now_ms)
         tot = st.tot.get(a + "\x1f")
         c_old_a = max((tot[L] / g[L] - tot[i] / g[i]) if tot is not None else 0.0, 0.0)
