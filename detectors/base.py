@@ -38,6 +38,9 @@ class Context:
     #: set as it decides, before hardware_correlation): where such a key lives is asked with more
     #: of the false-discovery budget (``CohortCorrelation.decide``).
     spiking: AbstractSet[str] = frozenset()
+    #: Keys rising fleet-wide, short of firing (signature_spike's watch, ``corr_watch_alpha``): their
+    #: cohorts get a smaller share of the budget than the spiking keys'.
+    watched: AbstractSet[str] = frozenset()
     #: Is (channel, host) ticketed as a chronic reporter (telemetry_host's live state, set as it folds)?
     #: Its units then leave the cohort tests of the channel, as they left its peers' sums.
     chronic: Callable[[str, str], bool] = field(default=lambda channel, host: False)

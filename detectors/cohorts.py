@@ -225,6 +225,19 @@ class _HostScan:
         return got
 
 
+class _Budget(Struct, frozen=True):
+    """One step's weighted Benjamini-Hochberg: the weight of a spiking key's test, a watched key's, any other's."""
+
+    spike: float = 1.0
+    watch: float = 1.0
+    rest: float = 1.0
+    family: int = 0
+
+    def of(self, key: str, spiking: AbstractSet[str], watched: AbstractSet[str], big: bool = True) -> float:
+        """A test's weight: a spiking key's; a watched key's on a big cohort (``watch_min_share``); the rest's."""
+        return self.spike if key in spiking else self.watch if big and key in watched else self.rest
+
+
 class CohortCorrelation(Struct):
     """Per key, decayed units by attribute value, tested against host-time shares at every step."""
 
@@ -257,6 +270,10 @@ class CohortCorrelation(Struct):
     #: share of the family's weight for the tests of keys spiking fleet-wide, and the cap on one's weight
     spike_share: float = 0.0
     spike_weight_max: float = 1.0
+    #: the same for the cohorts of keys on watch (rising fleet-wide, not firing: ``RateSpike.watched``) that
+    #: hold at least ``watch_min_share`` of the hosts announcing their attribute
+    watch_share: float = 0.0
+    watch_min_share: float = 0.1
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
     #: the scales the rate test runs at (none: off; ``_rate_expected``), and the scale whose units are
@@ -347,11 +364,12 @@ class CohortCorrelation(Struct):
 
     # ------------------------------------------------------------------ decisions
     def decide(self, now_ms: int, inventory: Inventory, clock: DecayClock,
-               spiking: AbstractSet[str] = frozenset()) -> list[CohortVerdict]:
+               spiking: AbstractSet[str] = frozenset(), watched: AbstractSet[str] = frozenset()) -> list[CohortVerdict]:
         """Test every touched cohort; page, ticket or resolve.
 
-        ``spiking``: keys whose fleet-wide rate is above its baseline now.
-        Their tests carry more of the false-discovery budget (``_weights``).
+        ``spiking``: keys whose fleet-wide rate is above its baseline now;
+        ``watched``: keys rising fleet-wide, short of that. Their tests carry
+        more of the false-discovery budget (``_weights``).
         """
         g = clock.g(now_ms)
         n_star = max(self._n_star, self.min_units)
@@ -363,7 +381,8 @@ class CohortCorrelation(Struct):
         out: list[CohortVerdict] = []
         tests: list[_Test] = []
         spiking = spiking & self.keys.keys() if spiking and self.spike_share > 0 else frozenset()
-        w_up = self._weights(spiking, len(tests))[0] if spiking else 1.0
+        watched = (watched & self.keys.keys()) - spiking if watched and self.watch_share > 0 else frozenset()
+        budget = self._weights(spiking, watched, 0, inventory)
         active, self.active = self.active, set()
         for key in sorted(active):
             st = self.keys.get(key)
@@ -405,7 +424,7 @@ class CohortCorrelation(Struct):
                     pc.long_tested_ms = now_ms
                 if scales:
                     found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
-                    up = w_up if key in spiking else 1.0
+                    up = max(budget.of(key, spiking, watched), 1.0)
                     age = now_ms - st.first_ms
                     if not key_tested and any(t.p <= self.ceiling(clock.scales_s[t.scale], age) * up for t in found):
                         # a candidate: every cohort of the key is tested now at every scale, so that
@@ -421,19 +440,24 @@ class CohortCorrelation(Struct):
                         tests.extend(found)
         if not tests:
             return out
-        w_up, w_rest, family = self._weights(spiking, len(tests))
-        weights = [w_up if t.key in spiking else w_rest for t in tests]
+        budget = self._weights(spiking, watched, len(tests), inventory)
+        weights = [budget.of(t.key, spiking, watched, t.key in watched and self._big(t.pair, inventory))
+                   for t in tests]
+        family = budget.family
         rejected = benjamini_hochberg([t.p / w for t, w in zip(tests, weights)], self.fdr, family,
                                       [t.key for t in tests])
         accepted: dict[str, list[_Test]] = {}
+        weight_of: dict[str, float] = {}
         for t, w, rej in zip(tests, weights, rejected):
             age = now_ms - self.keys[t.key].first_ms
             if rej and t.p <= self.ceiling(clock.scales_s[t.scale], age) * w and t.lo > self.min_rr_lower:
                 accepted.setdefault(t.key, []).append(t)
+                weight_of[t.key] = max(weight_of.get(t.key, 0.0), w)
         for key in sorted(accepted):
-            weight = w_up if key in spiking else w_rest
+            weight = weight_of[key]
             out.extend(self._report(key, self.keys[key], accepted[key], family, weight, now_ms, g, inventory,
-                                    clock))
+                                    clock, "spiking fleet-wide" if key in spiking else
+                                    "rising fleet-wide, short of a spike (on watch)"))
         return out
 
     def _rate_live(self, all_: list[float], i: int, g: tuple[float, ...]) -> bool:
@@ -476,8 +500,14 @@ class CohortCorrelation(Struct):
                 self._count(st, {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute},
                             all_, g, n_star)
 
-    def _weights(self, spiking: AbstractSet[str], n_tests: int) -> tuple[float, float, int]:
-        """(weight of a spiking key's test, weight of any other test, family size) for a weighted BH.
+    def _big(self, pk: str, inventory: Inventory) -> bool:
+        """Does the cohort hold ``watch_min_share`` of the hosts announcing its attribute?"""
+        a = pk[: pk.index("\x1f")]
+        return inventory.sizes.get(pk, 0) >= self.watch_min_share * inventory.attribute_hosts.get(a, 0)
+
+    def _weights(self, spiking: AbstractSet[str], watched: AbstractSet[str], n_tests: int,
+                 inventory: Inventory) -> _Budget:
+        """The weights of a weighted BH: of a spiking key's tests, a watched key's, any other's; and the family.
 
         Why weigh: the family is every (key, cohort, scale) of the fleet,
         hundreds of thousands, so a cohort of 40 % of the hosts needs ~18 of
@@ -490,21 +520,40 @@ class CohortCorrelation(Struct):
         units, and whether the key's total rose says nothing about which
         hosts its units fell on when no cohort is special. So the spiking
         keys' tests (every pair at every scale, counted in full) get
-        ``spike_share`` of the family's weight, at most ``spike_weight_max``
-        each, and the rest share what is left.
+        ``spike_share`` of the family's weight; the watched keys' tests of
+        big cohorts (``watch_min_share`` of the hosts: a rise seen fleet-wide
+        that a small cohort holds is sharp in its own share test, and the
+        racks of a key whose day swung up are where chance lands)
+        ``watch_share``; at most ``spike_weight_max`` each. The rest share
+        what is left. A tier whose weight would not exceed one is left with
+        the rest.
         """
         family = max(self.family, n_tests)
-        if not spiking:
-            return 1.0, 1.0, family
-        n_up = sum(len(self.keys[k].pairs) for k in spiking) * len(self.acute)
-        held = sum(self.keys[k].family for k in spiking)
-        family = max(family - held + n_up, n_tests)
-        if n_up <= 0 or n_up >= family:
-            return 1.0, 1.0, family
-        w = min(self.spike_weight_max, self.spike_share * family / n_up)
-        if w <= 1.0:
-            return 1.0, 1.0, family
-        return w, (family - w * n_up) / (family - n_up), family
+        tiers = [(keys, share) for keys, share in ((spiking, self.spike_share), (watched, self.watch_share))
+                 if keys and share > 0]
+        if not tiers:
+            return _Budget(family=family)
+        sizes, held = [], 0.0
+        for keys, _ in tiers:
+            n = 0
+            for k in keys:
+                st = self.keys[k]
+                # a spiking key's pairs all move to its tier, a watched key's big ones; each with its part
+                # of what the key held in the family
+                m = len(st.pairs) if keys is spiking else sum(1 for pk in st.pairs if self._big(pk, inventory))
+                n += m
+                held += st.family * m / len(st.pairs) if st.pairs else 0.0
+            sizes.append(n * len(self.acute))
+        family = max(round(family - held) + sum(sizes), n_tests)
+        w = [min(self.spike_weight_max, share * family / n) if 0 < n < family else 1.0
+             for (_, share), n in zip(tiers, sizes)]
+        up = [(keys is spiking, x, n) for (keys, _), x, n in zip(tiers, w, sizes) if x > 1.0]
+        if not up:
+            return _Budget(family=family)
+        rest = (family - sum(x * n for _, x, n in up)) / (family - sum(n for _, _, n in up))
+        w_spike = next((x for spike, x, _ in up if spike), rest)
+        w_watch = next((x for spike, x, _ in up if not spike), rest)
+        return _Budget(w_spike, w_watch, rest, family)
 
     def _take_early(self, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> None:
         """Record every key's first day: units per attribute and per pair, and each pair's host-time share.
@@ -679,7 +728,8 @@ class CohortCorrelation(Struct):
         return weighted_share_tail(weights, st.pairs[t.pair].unreported(i) / gi, t.p0)
 
     def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, now_ms: int,
-                g: tuple[float, ...], inventory: Inventory, clock: DecayClock) -> list[CohortVerdict]:
+                g: tuple[float, ...], inventory: Inventory, clock: DecayClock,
+                why_weight: str = "spiking fleet-wide") -> list[CohortVerdict]:
         """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
         by_pair: dict[str, list[_Test]] = {}
         for t in sorted(tests, key=lambda t: (t.p, t.scale)):
@@ -741,7 +791,7 @@ class CohortCorrelation(Struct):
             hosts = scan.hosts_in(t.pair, t.scale, g[t.scale])
             scale_s = clock.scales_s[t.scale]
             bh = (f"Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys" +
-                  (f", this one weighted x{weight:.3g}: the signature is spiking fleet-wide" if weight > 1 else ""))
+                  (f", this one weighted x{weight:.3g}: the signature is {why_weight}" if weight > 1 else ""))
             if t.by_rate:
                 test = (f"rate test: {pc.unreported(t.scale) / g[t.scale]:.3g} units on {a}={v} at the "
                         f"{scale_s / 3600:g} h scale where the key's earlier rate on hosts announcing {a} expects "
@@ -1142,6 +1192,8 @@ def cohort_correlation_from_config(cfg: object, clock: DecayClock, rate_max_s: f
                              warmup_ms=int(c.warmup_s * 1000), cooldown_ms=int(c.cooldown_s * 1000),
                              ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000),
                              spike_share=c.corr_spike_share, spike_weight_max=c.corr_spike_weight_max,
+                             watch_share=c.corr_watch_share if c.corr_watch_alpha else 0.0,
+                             watch_min_share=c.corr_watch_min_share,
                              look_s=c.corr_alpha_look_s,
                              rate_scales=[scales.index(s) for s in c.cohort_scales_s if s <= rate_max_s],
                              rate_recent=scales.index(min((s for s in c.cohort_scales_s if s >= 86400.0),

@@ -210,6 +210,16 @@ class DetectorConfig:
     corr_spike_share: float = 0.5
     #: Cap on the weight of one such test (and on how far its absolute ceiling ``corr_alpha`` rises).
     corr_spike_weight_max: float = 1000.0
+    #: A signature not firing whose fleet-wide window (an hour, four hours, a day) is this unusual against
+    #: its baseline is on watch: its cohorts share ``corr_watch_share`` of the budget (capped at
+    #: ``corr_spike_weight_max`` each). A crash rising on half the fleet at RR 3-15 is x2-x8 fleet-wide,
+    #: rarely enough for signature_spike where days swing, and its share test waited on a family of
+    #: every key's cohorts (0: no watch).
+    corr_watch_alpha: float = 1e-3
+    corr_watch_share: float = 0.1
+    #: ... for its cohorts that hold at least this share of the hosts announcing their attribute (a GPU
+    #: model, a driver, a datacenter: what a fleet-wide rise can come from; a rack's is sharp on its own)
+    corr_watch_min_share: float = 0.1
 
     # ---- incidents (rack escalation) ----
     #: A place (the finest attribute nested in another: a rack) escalates when at least this share of
@@ -271,6 +281,13 @@ class DetectorConfig:
         if not 0.0 <= self.corr_spike_share < 1.0 or self.corr_spike_weight_max < 1.0:
             raise ConfigError(f"corr_spike_share must be in [0, 1) and corr_spike_weight_max >= 1, got "
                               f"{self.corr_spike_share} and {self.corr_spike_weight_max}")
+        if not 0.0 <= self.corr_watch_min_share <= 1.0:
+            raise ConfigError(f"corr_watch_min_share must be in [0, 1], got {self.corr_watch_min_share}")
+        if not 0.0 <= self.corr_watch_alpha < 1.0 or not 0.0 <= self.corr_watch_share < 1.0 or \
+                self.corr_spike_share + self.corr_watch_share >= 1.0:
+            raise ConfigError(f"corr_watch_alpha and corr_watch_share must be in [0, 1), and the two shares' sum "
+                              f"under 1, got {self.corr_watch_alpha}, {self.corr_watch_share} and "
+                              f"corr_spike_share {self.corr_spike_share}")
         if any(not isinstance(d, int) or not 2 <= d <= PAST_DAYS + 1 for d in self.sig_days) or \
                 list(self.sig_days) != sorted(set(self.sig_days)):
             raise ConfigError(f"sig_days needs whole days from 2 to {PAST_DAYS + 1}, shortest first, got "

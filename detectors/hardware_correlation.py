@@ -59,7 +59,7 @@ class HardwareCorrelation:
     def decide(self, now_ms: int, horizon_ms: int, ctx: Context) -> list[Alert]:
         if self.core.start_ms is None or (ctx.start_ms is not None and ctx.start_ms < self.core.start_ms):
             self.core.start_ms = ctx.start_ms
-        return [self._alert(v) for v in self.core.decide(now_ms, ctx.inventory, ctx.clock, ctx.spiking)]
+        return [self._alert(v) for v in self.core.decide(now_ms, ctx.inventory, ctx.clock, ctx.spiking, ctx.watched)]
 
     def _alert(self, v: CohortVerdict) -> Alert:
         sig = v.key

@@ -54,6 +54,9 @@ SETTLE_H = 48.0
 #: The learned dispersion prior stays within these.
 DISP_MIN, DISP_MAX = 0.01, 2.0
 
+#: a watch count no window reaches (the window cannot be tested yet)
+_NEVER = 1 << 30
+
 #: phi values the thresholds are tabulated on (a learned phi is rounded up: conservative).
 _PHI_GRID = (0.0,) + tuple(0.005 * 2 ** (k / 2) for k in range(22))
 
@@ -77,6 +80,8 @@ class RateKey(Struct):
     #: a screen: counts below these (computed once an hour, at 0.8 x the expectation) cannot fire
     screen_hour: int = -1
     screen: list[int] = field(default_factory=list)
+    #: the short windows' counts at which the key is on watch (``RateSpike.watched``), set with the screen
+    watch: list[int] = field(default_factory=list)
     firing: bool = False
     fired_ms: int = 0
     quiet_until_ms: int = 0
@@ -153,6 +158,11 @@ class RateSpike(Struct):
     #: a window shorter than the day that the baseline test finds this unusual is also tested against the
     #: hours before it (``_local``; ``sig_local_alpha``, 0: not)
     local_alpha: float = DetectorConfig.sig_local_alpha
+    #: a key not firing whose short window is this unusual is on watch (``watched``; 0: none is)
+    watch_alpha: float = 0.0
+    #: keys on watch: rising fleet-wide, not (yet) enough to fire. Where such a key lives is asked of its
+    #: cohorts with more of the false-discovery budget (``CohortCorrelation.decide``)
+    watched: set[str] = field(default_factory=set)
 
     @classmethod
     def new(cls, *, step_s: float, windows_s: tuple[float, ...], alpha: float, resolve_alpha: float, min_units: int,
@@ -160,7 +170,7 @@ class RateSpike(Struct):
             prior_floor_per_h: float, dispersion_prior: float, warmup_s: float,
             cooldown_s: float, key_ttl_s: float, max_keys: int, days: tuple[int, ...] = (),
             hour_prior_units: float = 0.0, look_s: float = 0.0,
-            local_alpha: float = DetectorConfig.sig_local_alpha) -> RateSpike:
+            local_alpha: float = DetectorConfig.sig_local_alpha, watch_alpha: float = 0.0) -> RateSpike:
         sizes = sorted({max(1, round(w / step_s)) for w in windows_s})
         # the multi-day windows extend the day window: without one (a custom set of shorter windows) there are none
         days_ok = list(days) if sizes[-1] * step_s == DAY_H * 3600 else []
@@ -168,7 +178,7 @@ class RateSpike(Struct):
                    min_spread, min_ratio, decay_per_day(halflife_days), hour_prior_h, prior_weight_h,
                    prior_floor_per_h, dispersion_prior, int(warmup_s * 1000),
                    int(cooldown_s * 1000), int(key_ttl_s * 1000), max_keys, days_ok, prior_rate=prior_floor_per_h,
-                   hour_units=hour_prior_units, look_s=look_s, local_alpha=local_alpha)
+                   hour_units=hour_prior_units, look_s=look_s, local_alpha=local_alpha, watch_alpha=watch_alpha)
 
     # ------------------------------------------------------------------ folding
     def observe(self, key: str, w: float, ts_ms: int, host: str | None = None) -> None:
@@ -228,9 +238,19 @@ class RateSpike(Struct):
         keys = self.touched | self.firing
         self.touched = set()
         b = (horizon_ms - 1) // self.step_ms
+        for key in sorted(self.watched - keys):
+            # a watched key with nothing new: its windows slide, and it may leave the watch (not decided:
+            # the decisions, and the baseline's folds, run at the steps they always ran at)
+            st = self.keys.get(key)
+            if st is None:
+                self.watched.discard(key)
+                continue
+            st.win.roll(b)
+            self._watch(key, st, now_ms)
         for key in sorted(keys):
             st = self.keys.get(key)
             if st is None:
+                self.watched.discard(key)
                 continue
             st.win.roll(b)
             hour = (b - self.sizes[-1] + 1) * self.step_ms // HOUR_MS
@@ -238,7 +258,39 @@ class RateSpike(Struct):
             v = self._decide_key(key, st, b, horizon_ms, now_ms)
             if v is not None:
                 out.append(v)
+            if self.watch_alpha:
+                self._watch(key, st, now_ms)
         return out
+
+    def _watch(self, key: str, st: RateKey, now_ms: int) -> None:
+        """Is the key on watch: not firing, tested, and a short window at its watch count (this hour's)."""
+        on = not st.firing and bool(st.watch) and not self._untested(st, now_ms) and any(
+            c >= w for c, w in zip(st.win.totals, st.watch))
+        if on:
+            self.watched.add(key)
+        else:
+            self.watched.discard(key)
+
+    def _untested(self, st: RateKey, now_ms: int) -> bool:
+        """The key is not tested now: warm-up, its cool-down, or a first day before the fleet's dispersion is known."""
+        if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
+            return True
+        # a key seen since the stream began, whose rate its first day has shown, while the fleet has not
+        # shown how much its keys swing: the configured prior would decide, and every fleet simulated so
+        # far swings 3-20 times more (its first learned values 0.3-2). A key first seen after hours of
+        # watched silence is tested: against a baseline of silence, the dispersion hardly matters
+        return not self.disp_learned and now_ms - st.first_ms < SETTLE_H * HOUR_MS and \
+            st.first_ms < self.start_ms + MIN_HISTORY_H * HOUR_MS
+
+    def _eligible(self, i: int, hist_h: float, age_ms: int) -> bool:
+        """Can short window ``i`` be tested: a baseline for it, and (a long window) a key as old as it."""
+        if hist_h < max(MIN_HISTORY_H, min(self.windows_s[i] / 3600.0, DAY_H)):
+            # no baseline yet for this window: the key's first hours are inside it, or (a day window)
+            # the hour-of-day profile has not seen every hour of the day it is compared over
+            return False
+        # a key younger than a long window: its first day says when it appeared, not that it rose (in a
+        # long tail, hundreds of ordinary keys show up hours in); short windows only
+        return not (self.windows_s[i] > NEW_KEY_WINDOW_S and age_ms < self.windows_s[i] * 1000)
 
     def _expectations(self, st: RateKey, b: int, horizon_ms: int) -> list[tuple[float, float, float]]:
         """(expected units, phi, hours of history) per window, the window being ``[its first step, horizon)``.
@@ -353,6 +405,12 @@ class RateSpike(Struct):
             st.screen = [max(self.min_units, math.floor(self.min_ratio * 0.8 * mu),
                              nb_threshold(0.8 * mu, nb_size(phi), max(a, self.local_alpha) if j < n_local else a))
                          for j, ((mu, phi, _), a) in enumerate(zip(exp, alphas))]
+            if self.watch_alpha:
+                age_ms = now_ms - st.first_ms
+                st.watch = [max(self.min_units, math.ceil(self.min_ratio * mu),
+                                nb_threshold(mu, nb_size(phi), self.watch_alpha))
+                            if self._eligible(i, hist_h, age_ms) else _NEVER
+                            for i, (mu, phi, hist_h) in enumerate(exp[:len(self.sizes)])]
             n = len(self.sizes)
             if len(exp) > n and exp[n][0] >= HOLD_MIN_EXPECTED and any(
                     counts[i] >= max(self.min_ratio * mu, nb_threshold(mu, nb_size(phi), HOLD_ALPHA))
@@ -376,30 +434,16 @@ class RateSpike(Struct):
                     f"resolved: every window back under its p >= {self.resolve_alpha:g} threshold; "
                     f"quiet until +{self.cooldown_ms // 1000} s",))
             return None
-        if self.start_ms is None or now_ms < self.start_ms + self.warmup_ms or now_ms < st.quiet_until_ms:
+        if self._untested(st, now_ms):
             return None
         age_ms = now_ms - st.first_ms
-        if not self.disp_learned and age_ms < SETTLE_H * HOUR_MS and \
-                st.first_ms < self.start_ms + MIN_HISTORY_H * HOUR_MS:
-            # a key seen since the stream began, whose rate its first day has shown, while the fleet has not
-            # shown how much its keys swing: the configured prior would decide, and every fleet simulated so
-            # far swings 3-20 times more (its first learned values 0.3-2). A key first seen after hours of
-            # watched silence is tested: against a baseline of silence, the dispersion hardly matters
-            return None
         #: (p, window, the baseline test's p when the window passed on the local test)
         best: tuple[float, int, float | None] | None = None
         n_short = len(self.sizes)
         for i, (mu, phi, hist_h) in enumerate(exp):
             obs = counts[i]
-            if i < n_short:
-                if hist_h < max(MIN_HISTORY_H, min(self.windows_s[i] / 3600.0, DAY_H)):
-                    # no baseline yet for this window: the key's first hours are inside it, or (a day window)
-                    # the hour-of-day profile has not seen every hour of the day it is compared over
-                    continue
-                if self.windows_s[i] > NEW_KEY_WINDOW_S and age_ms < self.windows_s[i] * 1000:
-                    # a key younger than a long window: its first day says when it appeared, not that it
-                    # rose (in a long tail, hundreds of ordinary keys show up hours in); short windows only
-                    continue
+            if i < n_short and not self._eligible(i, hist_h, age_ms):
+                continue
             # (a multi-day window is eligible once ``_days`` lists it; its units' spread is the last day's)
             if obs < self.min_units or obs < self.min_ratio * mu:
                 continue
@@ -529,11 +573,13 @@ class RateSpike(Struct):
         for k in victims[: max(1, len(self.keys) // 10)]:
             del self.keys[k]
             self.touched.discard(k)
+            self.watched.discard(k)
 
     def sweep(self, now_ms: int) -> None:
         for k in [k for k, s in self.keys.items() if not s.firing and s.last_ms < now_ms - self.ttl_ms]:
             del self.keys[k]
             self.touched.discard(k)
+            self.watched.discard(k)
         if self.day_hosts:
             yesterday = now_ms // DAY_MS - 1
             self.day_hosts = {k: d for k, d in self.day_hosts.items() if d >= yesterday}
@@ -543,7 +589,7 @@ class RateSpike(Struct):
 
 
 def rate_spike_from_config(cfg: DetectorConfig, *, alpha: float | None = None, min_units: int | None = None,
-                           min_ratio: float | None = None) -> RateSpike:
+                           min_ratio: float | None = None, watch_alpha: float = 0.0) -> RateSpike:
     """A ``RateSpike`` with the shared settings of ``DetectorConfig`` (the ``sig_*`` ones unless overridden)."""
     c = cfg
     return RateSpike.new(step_s=c.step_s, windows_s=c.sig_windows_s, alpha=c.sig_alpha if alpha is None else alpha,
@@ -553,7 +599,7 @@ def rate_spike_from_config(cfg: DetectorConfig, *, alpha: float | None = None, m
                          hour_prior_units=c.hour_prior_units,
                          prior_weight_h=c.prior_weight_h, prior_floor_per_h=c.prior_rate_floor_per_h,
                          dispersion_prior=c.dispersion_prior, days=c.sig_days, look_s=c.sig_alpha_look_s,
-                         local_alpha=c.sig_local_alpha,
+                         local_alpha=c.sig_local_alpha, watch_alpha=watch_alpha,
                          warmup_s=c.warmup_s, cooldown_s=c.cooldown_s, key_ttl_s=c.key_ttl_s, max_keys=c.max_keys)
 
 

@@ -8,6 +8,10 @@ day, against the signature's own learned hour-of-day rate and dispersion
 there), where a deploy that tripled a signature for good shows when no
 single day does. A signature never seen before gets the learned prior of
 new signatures. All numbers are in ``DetectorConfig`` (``sig_*``).
+
+A signature rising short of firing (a window at ``corr_watch_alpha``) is
+on watch: hardware_correlation, which decides next, asks where it lives
+with more of its false-discovery budget (``Context.watched``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ class SignatureSpike:
 
     def __init__(self, config: DetectorConfig) -> None:
         self.config = config
-        self.core = rate_spike_from_config(config)
+        # on watch: a signature rising fleet-wide, short of firing, whose cohorts hardware_correlation asks
+        # with more of its budget
+        self.core = rate_spike_from_config(config, watch_alpha=config.corr_watch_alpha if config.corr_watch_share else 0.0)
 
     def fold(self, case: Case, ctx: Context) -> None:
         if case.is_crash and case.unit:
@@ -44,6 +50,7 @@ class SignatureSpike:
             self.core.start_ms = ctx.start_ms
         out = [self._alert(v) for v in self.core.decide(horizon_ms, now_ms)]
         ctx.spiking = self.core.firing  # hardware_correlation decides next, on this step's firing set
+        ctx.watched = self.core.watched
         return out
 
     def _alert(self, v: RateVerdict) -> Alert:

@@ -176,6 +176,35 @@ def test_where_a_spiking_signature_lives_is_asked_with_more_of_the_budget(
     assert any("weighted" in n and "spiking fleet-wide" in n for n in alerts[0].notes or [])
 
 
+@pytest.mark.parametrize(("watch_share", "paged"), [(0.0, False), (0.45, True)])
+def test_a_signature_rising_short_of_a_spike_is_asked_where_with_more_of_the_budget(
+        fl: SimpleNamespace, watch_share: float, paged: bool) -> None:
+    """The A100 signature above, with a signature_spike that cannot fire (``sig_alpha`` 1e-30).
+
+    Its four-hour window is far above the new-signature prior (p < 1e-3):
+    the signature is on watch, and its cohorts share ``corr_watch_share``
+    of the budget (here 0.45: the one signature's ~70 tests weigh ~7 each
+    in a family of ~1,000, enough to lift the 1e-6 ceiling over its
+    p ~ 3e-6). The A100 cohort pages and says why; without the watch share
+    it does not.
+    """
+    at = fl.T0 + 2 * fl.DAY
+    a100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 1]
+    sig = "libcuda!cuStreamSynchronize | trainer!sync"
+    cases = [fl.crash(at + k * 13 * fl.MIN, f"h{a100[k * 9]:04d}", sig, job=f"n{k}") for k in range(16)]
+    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + fl.DAY), cases)
+    config = DetectorConfig(sig_alpha=1e-30, corr_spike_share=0.5, corr_watch_share=watch_share)
+    run = fl.run(events, detectors=["signature_spike", "hardware_correlation"], config=config)
+    assert not [a for a in run if a.kind == "signature_spike" and a.signature == sig]
+    alerts = [a for a in fl.firing(run) if a.kind == "hardware_correlation" and a.signature == sig]
+    if not paged:
+        assert alerts == [], [a.summary for a in alerts]
+        return
+    assert [(a.attribute, a.value, a.severity) for a in alerts][:1] == [("gpu_model", "A100", "page")], \
+        [a.summary for a in alerts]
+    assert any("weighted" in n and "on watch" in n for n in alerts[0].notes or [])
+
+
 def test_a_resolved_cohorts_excess_is_not_news_for_its_nested_twin(fl: SimpleNamespace) -> None:
     """Twenty more crashes of a busy signature on the B200 hosts in two hours, then nothing.
 
@@ -359,3 +388,44 @@ def test_an_idle_signature_stops_counting_in_the_family_of_rate_tests(fl: Simple
     share_only = family(DetectorConfig(corr_rate_max_s=0.0), 12 * fl.HOUR)
     assert fresh >= idle + 40 * 4, (fresh, idle)
     assert idle == share_only
+
+
+@pytest.mark.parametrize(("spiking", "watched"), [
+    (set(), set()), ({"a"}, set()), (set(), {"b"}), ({"a"}, {"b", "c"}), ({"a", "b"}, {"c"}),
+])
+def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set[str]) -> None:
+    """Weighted BH keeps the false discovery rate only if the weights average one over the family.
+
+    Three keys of 40, 10 and 5 cohorts (every fifth holds 20 % of the hosts,
+    the rest 1 %), each counted in the family for 30 of its tests, and 5,000
+    tests of other keys: whatever is spiking or on watch, the weights times
+    the tests they cover add up to the family (a spiking key's every cohort,
+    a watched key's big ones), a weighted tier weighs more than one and the
+    rest less.
+    """
+    from fleetepi.detectors.cohorts import CohortCorrelation, CohortKey, PairCounts
+
+    engine = CohortCorrelation(acute=[0, 1, 2, 3], longrun=4, fdr=0.01, alpha=1e-6, resolve_alpha=1e-3,
+                               rise_alpha=1e-4, explain_alpha=1e-3, min_rr_lower=1.0, min_hosts=3, min_units=5.0,
+                               min_cohort_hosts=2, prior_units=20.0, warmup_ms=0, cooldown_ms=0,
+                               ticket_cooldown_ms=0, ttl_ms=1, spike_share=0.5, spike_weight_max=1000.0,
+                               watch_share=0.25, watch_min_share=0.1)
+    sizes = {f"a\x1fv{i}": 200 if i % 5 == 0 else 10 for i in range(40)}
+    inventory = SimpleNamespace(sizes=sizes, attribute_hosts={"a": 1000})
+    for key, n in (("a", 40), ("b", 10), ("c", 5)):
+        engine.keys[key] = CohortKey(pairs={f"a\x1fv{i}": PairCounts([0.0] * 5) for i in range(n)}, family=30)
+    engine.family = 5000 + 90
+    b = engine._weights(frozenset(spiking), frozenset(watched), 0, inventory)  # type: ignore[arg-type]
+    n_spike = sum(len(engine.keys[k].pairs) for k in spiking) * 4
+    n_watch = sum(sum(1 for pk in engine.keys[k].pairs if sizes[pk] == 200) for k in watched) * 4
+    held = sum(30 for _ in spiking) + sum(30 * (n_watch / 4) / len(engine.keys[k].pairs) for k in watched) \
+        if len(watched) <= 1 else None
+    if held is not None:
+        assert b.family == round(5000 + 90 - held) + n_spike + n_watch
+    total = b.spike * n_spike + b.watch * n_watch + b.rest * (b.family - n_spike - n_watch)
+    assert total == pytest.approx(b.family)
+    for keys, w in ((spiking, b.spike), (watched, b.watch)):
+        assert (w > 1.0) == bool(keys)
+        assert all(b.of(k, spiking, watched) == w for k in keys)
+    assert all(b.of(k, spiking, watched, big=False) == b.rest for k in watched)
+    assert (b.rest < 1.0) == bool(spiking or watched)
