@@ -146,6 +146,23 @@ def test_a_static_association_that_rises_pages(fl: SimpleNamespace) -> None:
     assert (pages[0].attribute, pages[0].value) == ("gpu_model", "H100")
 
 
+A100_SIG = "libcuda!cuStreamSynchronize | trainer!sync"
+
+
+def _new_signature_on_a100(fl: SimpleNamespace) -> tuple[str, list]:
+    """A new signature on 16 A100 hosts (45 % of the fleet) in four hours, on the 400-host fleet."""
+    at = fl.T0 + 2 * fl.DAY
+    a100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 1]
+    cases = [fl.crash(at + k * 13 * fl.MIN, f"h{a100[k * 9]:04d}", A100_SIG, job=f"n{k}") for k in range(16)]
+    return A100_SIG, fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + fl.DAY), cases)
+
+
+def assert_a100_pages(alerts: list, why: str) -> None:
+    assert [(a.attribute, a.value, a.severity) for a in alerts][:1] == [("gpu_model", "A100", "page")], \
+        [a.summary for a in alerts]
+    assert any("weighted" in n and why in n for n in alerts[0].notes or [])
+
+
 @pytest.mark.parametrize(("detectors", "paged"), [
     (["hardware_correlation"], False),
     (["signature_spike", "hardware_correlation"], True),
@@ -161,19 +178,13 @@ def test_where_a_spiking_signature_lives_is_asked_with_more_of_the_budget(
     the false-discovery budget (weighted Benjamini-Hochberg): the A100
     cohort pages, and says why in its notes.
     """
-    at = fl.T0 + 2 * fl.DAY
-    a100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 1]
-    sig = "libcuda!cuStreamSynchronize | trainer!sync"
-    cases = [fl.crash(at + k * 13 * fl.MIN, f"h{a100[k * 9]:04d}", sig, job=f"n{k}") for k in range(16)]
-    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + fl.DAY), cases)
+    sig, events = _new_signature_on_a100(fl)
     alerts = [a for a in fl.firing(fl.run(events, detectors=detectors))
               if a.kind == "hardware_correlation" and a.signature == sig]
     if not paged:
         assert alerts == [], [a.summary for a in alerts]
         return
-    assert [(a.attribute, a.value, a.severity) for a in alerts][:1] == [("gpu_model", "A100", "page")], \
-        [a.summary for a in alerts]
-    assert any("weighted" in n and "spiking fleet-wide" in n for n in alerts[0].notes or [])
+    assert_a100_pages(alerts, "spiking fleet-wide")
 
 
 @pytest.mark.parametrize(("watch_share", "paged"), [(0.0, False), (0.45, True)])
@@ -188,11 +199,7 @@ def test_a_signature_rising_short_of_a_spike_is_asked_where_with_more_of_the_bud
     p ~ 3e-6). The A100 cohort pages and says why; without the watch share
     it does not.
     """
-    at = fl.T0 + 2 * fl.DAY
-    a100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 1]
-    sig = "libcuda!cuStreamSynchronize | trainer!sync"
-    cases = [fl.crash(at + k * 13 * fl.MIN, f"h{a100[k * 9]:04d}", sig, job=f"n{k}") for k in range(16)]
-    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + fl.DAY), cases)
+    sig, events = _new_signature_on_a100(fl)
     config = DetectorConfig(sig_alpha=1e-30, corr_spike_share=0.5, corr_watch_share=watch_share)
     run = fl.run(events, detectors=["signature_spike", "hardware_correlation"], config=config)
     assert not [a for a in run if a.kind == "signature_spike" and a.signature == sig]
@@ -200,9 +207,7 @@ def test_a_signature_rising_short_of_a_spike_is_asked_where_with_more_of_the_bud
     if not paged:
         assert alerts == [], [a.summary for a in alerts]
         return
-    assert [(a.attribute, a.value, a.severity) for a in alerts][:1] == [("gpu_model", "A100", "page")], \
-        [a.summary for a in alerts]
-    assert any("weighted" in n and "on watch" in n for n in alerts[0].notes or [])
+    assert_a100_pages(alerts, "on watch")
 
 
 def test_a_resolved_cohorts_excess_is_not_news_for_its_nested_twin(fl: SimpleNamespace) -> None:
