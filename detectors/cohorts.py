@@ -529,25 +529,27 @@ class CohortCorrelation(Struct):
         the rest.
         """
         family = max(self.family, n_tests)
-        tiers = [(keys, share) for keys, share in ((spiking, self.spike_share), (watched, self.watch_share))
+        #: (is the spiking tier, its keys, its share of the family's weight)
+        tiers = [(spike, keys, share)
+                 for spike, keys, share in ((True, spiking, self.spike_share), (False, watched, self.watch_share))
                  if keys and share > 0]
         if not tiers:
             return _Budget(family=family)
         sizes, held = [], 0.0
-        for keys, _ in tiers:
+        for spike, keys, _ in tiers:
             n = 0
             for k in keys:
                 st = self.keys[k]
                 # a spiking key's pairs all move to its tier, a watched key's big ones; each with its part
                 # of what the key held in the family
-                m = len(st.pairs) if keys is spiking else sum(1 for pk in st.pairs if self._big(pk, inventory))
+                m = len(st.pairs) if spike else sum(1 for pk in st.pairs if self._big(pk, inventory))
                 n += m
                 held += st.family * m / len(st.pairs) if st.pairs else 0.0
             sizes.append(n * len(self.acute))
         family = max(round(family - held) + sum(sizes), n_tests)
         w = [min(self.spike_weight_max, share * family / n) if 0 < n < family else 1.0
-             for (_, share), n in zip(tiers, sizes)]
-        up = [(keys is spiking, x, n) for (keys, _), x, n in zip(tiers, w, sizes) if x > 1.0]
+             for (_, _, share), n in zip(tiers, sizes)]
+        up = [(spike, x, n) for (spike, _, _), x, n in zip(tiers, w, sizes) if x > 1.0]
         if not up:
             return _Budget(family=family)
         rest = (family - sum(x * n for _, x, n in up)) / (family - sum(n for _, _, n in up))
