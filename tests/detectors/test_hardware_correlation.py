@@ -421,12 +421,12 @@ def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set
         engine.keys[key] = CohortKey(pairs={f"a\x1fv{i}": PairCounts([0.0] * 5) for i in range(n)}, family=30)
     engine.family = 5000 + 90
     b = engine._weights(frozenset(spiking), frozenset(watched), 0, inventory)  # type: ignore[arg-type]
+    big = {k: sum(1 for pk in engine.keys[k].pairs if sizes[pk] == 200) for k in engine.keys}
     n_spike = sum(len(engine.keys[k].pairs) for k in spiking) * 4
-    n_watch = sum(sum(1 for pk in engine.keys[k].pairs if sizes[pk] == 200) for k in watched) * 4
-    held = sum(30 for _ in spiking) + sum(30 * (n_watch / 4) / len(engine.keys[k].pairs) for k in watched) \
-        if len(watched) <= 1 else None
-    if held is not None:
-        assert b.family == round(5000 + 90 - held) + n_spike + n_watch
+    n_watch = sum(big[k] for k in watched) * 4
+    # each key held 30 tests of the family; a watched one gives up its big cohorts' part of them
+    held = 30 * len(spiking) + sum(30 * big[k] / len(engine.keys[k].pairs) for k in watched)
+    assert b.family == round(5000 + 90 - held) + n_spike + n_watch
     total = b.spike * n_spike + b.watch * n_watch + b.rest * (b.family - n_spike - n_watch)
     assert total == pytest.approx(b.family)
     for keys, w in ((spiking, b.spike), (watched, b.watch)):
