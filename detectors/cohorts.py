@@ -225,6 +225,12 @@ class _HostScan:
         return got
 
 
+def _static_rho(st: CohortKey, pk: str) -> float:
+    """The long-run relative risk of ``st``'s pair ``pk`` if it is a ticketed static association, else 0."""
+    pc = st.pairs.get(pk)
+    return pc.rho if pc is not None and pc.static else 0.0
+
+
 class _Budget(Struct, frozen=True):
     """One step's weighted Benjamini-Hochberg: the weight of a spiking key's test, a watched key's, any other's."""
 
@@ -749,6 +755,8 @@ class CohortCorrelation(Struct):
                     break
         members, by_attr = inventory.members()
         scan = _HostScan(st, inventory)
+        # static associations above their own long-run risk in this step: candidates, not explanations
+        rising = frozenset(pk for pk in best if _static_rho(st, pk) > 0.0)
         # cohorts of this key already reported (firing, static, or resolved recently) explain too
         accepted: list[tuple[str, AbstractSet[str]]] = [(pk, members.get(split_key(pk), frozenset()))
                                                      for pk, pc in sorted(st.pairs.items())
@@ -772,7 +780,7 @@ class CohortCorrelation(Struct):
             if scan.hosts_in(t.pair, t.scale, g[t.scale]) < self.min_hosts:
                 continue
             explained = self._explained(st, t, a, v, mine, accepted, g, inventory, now_ms, clock.scales_s[t.scale],
-                                        scan)
+                                        scan, rising)
             if explained is not None:
                 by, text = explained
                 if by in notes_of:
@@ -889,7 +897,8 @@ class CohortCorrelation(Struct):
 
     def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
                    accepted: list[tuple[str, AbstractSet[str]]], g: tuple[float, ...],
-                   inventory: Inventory, now_ms: int, tau_s: float, scan: _HostScan) -> tuple[str, str] | None:
+                   inventory: Inventory, now_ms: int, tau_s: float, scan: _HostScan,
+                   rising: AbstractSet[str] = frozenset()) -> tuple[str, str] | None:
         """Is this cohort's excess another, already accepted, cohort's? (accepted pair, note) or None.
 
         Only nesting explains: a wider cohort (a datacenter) whose excess is
@@ -924,6 +933,13 @@ class CohortCorrelation(Struct):
                     if not amem < mine and not mine < amem and amem != mine and amem & mine]
         if not inner and not outer and not crossing:
             return None
+        usable = [x for x in seen if x[0] not in rising]
+        if all(_static_rho(st, apk) > 0.0 for apk, _, _ in (*inner, *outer, *crossing)):
+            # only static associations touch it: their weighed share first (set sizes only), before the
+            # host scans below, which a cohort explained at every step would pay at every step (Titan)
+            by_static = self._explained_static(st, t, a, v, mine, usable, inventory, now_ms)
+            if by_static is not None:
+                return by_static
         akey = a + "\x1f"
         units = scan.units(a, i, g[i])
 
@@ -969,7 +985,75 @@ class CohortCorrelation(Struct):
                 return apk, (f"crossing {aa}={av}: {a}={v} holds no excess outside it ({k_res:.3g} of {n_res:.3g} "
                              f"units), and within it {k_in:.3g} of {n_in:.3g} for {share:.0%} of its hosts (relative "
                              f"risk {rr_in:.2g}, p={p_in:.3g}): that cohort's excess")
-        return None
+        return self._explained_static(st, t, a, v, mine, usable, inventory, now_ms)
+
+    def _explained_static(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
+                          seen: list[tuple[str, AbstractSet[str], str]], inventory: Inventory,
+                          now_ms: int) -> tuple[str, str] | None:
+        """Is this cohort's excess what the key's static associations give the hosts it shares with them?
+
+        A static association (a signature 3x as frequent on one node pool,
+        ticketed) puts its excess on every cohort rich in its hosts. A CUDA
+        version rolled out to 88 % of the pool and a third of the rest holds
+        twice its share of the key's units from then on, and its short
+        scales page it as new. The residual and within tests ask one
+        accepted cohort at a time to hold the whole excess with nothing left
+        over; a second static cohort overlapping the first, or a residual
+        thin enough to show x1.5-x2 by chance, defeats them. Here the test's
+        own share is re-weighed: each host's host-time on the cohort and on
+        the attribute counts ``rho`` times (the long-run relative risk of
+        the static cohorts it is in, learned when each was ticketed), and
+        the test's effective units are asked again against that share.
+        Their excess (a note on the one sharing most hosts) unless what is
+        left could page on its own: significant at ``explain_alpha`` with
+        a relative risk over that share whose lower bound is above
+        ``min_rr_lower``, the bar every page clears (a CUDA version over a
+        static node pool held 53 % of the units for 39 %, p = 1e-3, a risk
+        of 1.8 with a lower bound of 1.3: chance at the edge, paging one
+        step and explained the next). A static cohort with a test of its
+        own in this step (``rising``: above its long-run risk) explains
+        nothing, and a static cohort is not explained here: their risk is
+        what is in question (a node pool whose static association rose from
+        2.3x to 13x was explained by the static CUDA version holding it,
+        whose risk had been learned from the pool's, and the rise was missed).
+        Each static host weighs the mean host-time of the hosts it is
+        counted with (the cohort's, the attribute's): a roll-out's cohort
+        keeps its own, shorter, host-time, and no host is visited (visiting
+        each of Titan's 18,688 nodes per explanation cost a third more CPU).
+        """
+        if _static_rho(st, t.pair) > 0.0:
+            return None  # its test is already against its own long-run risk: a rise the others cannot explain
+        statics = [(apk, amem, _static_rho(st, apk)) for apk, amem, _ in seen
+                   if amem & mine and _static_rho(st, apk) > 1.0]
+        if not statics:
+            return None
+        e_in = inventory.exposure((a, v), now_ms)[t.scale]
+        e_all = inventory.exposure((a, ""), now_ms)[t.scale]
+        n_in, n_all = inventory.sizes.get(t.pair, 0), inventory.attribute_hosts.get(a, 0)
+        if e_in <= 0 or e_all <= e_in or n_in <= 0 or n_all <= n_in:
+            return None
+        # each static host adds (rho - 1) times a host's mean host-time (the largest rho of its static
+        # cohorts: the riskiest first, each host counted once); set operations, no loop over hosts
+        extra_in = extra_all = 0.0
+        covered: AbstractSet[str] = frozenset()
+        for _, amem, rho in sorted(statics, key=lambda s: -s[2]):
+            new = amem - covered
+            extra_all += (rho - 1.0) * len(new)
+            extra_in += (rho - 1.0) * len(new & mine)
+            covered = covered | new
+        share = (e_in * (1.0 + extra_in / n_in)) / (e_all * (1.0 + extra_all / n_all))
+        if share >= 1.0:
+            return None
+        p = binom_sf_real(t.k, t.n, share)
+        lo = rate_ratio_ci(t.k, t.n - t.k, share, 1.0 - share)[1]
+        if p <= self.explain_alpha and lo > self.min_rr_lower:
+            return None
+        apk, amem, rho = max(statics, key=lambda s: (len(s[1] & mine), s[0]))
+        aa, av = split_key(apk)
+        return apk, (f"static: {a}={v} shares {len(amem & mine)} hosts with {aa}={av} (a static association, "
+                     f"x{rho:.2g}); weighing each host by its static cohorts' risk, {a}={v} holds {t.k:.3g} of "
+                     f"{t.n:.3g} units for {share:.0%} (p={p:.3g}, relative risk lower bound {lo:.2g}): that "
+                     f"association's excess")
 
     def _residual(self, units: list[tuple[str, float, tuple[str, ...]]], pair: str, mine: AbstractSet[str],
                   outside: AbstractSet[str], hosts: AbstractSet[str]) -> tuple[bool, float, float, float, float]:

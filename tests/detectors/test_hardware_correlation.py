@@ -330,6 +330,61 @@ def test_hosts_that_leave_an_attribute_out_do_not_make_a_second_finding(fl: Simp
 
 
 
+def _two_statics_and_a_rollout(fl: SimpleNamespace, outbreak: int) -> list:
+    """Node pool "train" and SKU "X" (40 of 400 hosts each) crash 5x as often from day one; on day two CUDA
+    12.6 goes to 90 % of both and to ten other hosts; on day three ``outbreak`` extra crashes on 12.6's hosts."""
+    import random
+
+    rng = random.Random(7)
+    hosts, train, sku_x, other = [], [], [], []
+    for h in big_fleet(fl.T0):
+        i = int(h.host[1:])
+        (train if i % 10 == 3 else sku_x if i % 10 == 4 else other).append(h.host)
+        hosts.append(Host(ts=h.ts, host=h.host, attributes={
+            **h.attributes, "node_pool": "train" if i % 10 == 3 else "serve", "sku": "X" if i % 10 == 4 else "Y",
+            "cuda": "12.4"}))
+    few = {h for h in other if int(h[1:]) % 40 == 5}
+    new = {h for h in train + sku_x if int(h[1:]) % 100 > 9} | few
+    rollout = fl.T0 + 30 * fl.HOUR
+    moved = [Host(ts=ts_from_ms(rollout + k * fl.MIN), host=h.host, attributes={**h.attributes, "cuda": "12.6"})
+             for k, h in enumerate(x for x in hosts if x.host in new)]
+    cases = []
+    for k in range(4 * 24 * 10):                             # ten an hour for four days: 5x on train and on X
+        u = rng.random()
+        pool = train if u < 0.278 else sku_x if u < 0.556 else other
+        cases.append(fl.crash(fl.T0 + k * 6 * fl.MIN + rng.randrange(300_000), rng.choice(pool), STATIC_SIG,
+                              job=f"s{k}"))
+    at, on_new = fl.T0 + 3 * fl.DAY, sorted(new)
+    cases += [fl.crash(at + k * 6 * fl.MIN, rng.choice(on_new), STATIC_SIG, job=f"o{k}") for k in range(outbreak)]
+    return fl.merged(hosts, moved, fl.background(400, fl.T0, fl.T0 + 4 * fl.DAY), cases)
+
+
+STATIC_SIG = "libtorch_cpu.so!at::TensorIteratorBase::build | libstdc++.so.6!execute_native_thread_routine"
+
+
+@pytest.mark.parametrize(("outbreak", "reported"), [(0, set()), (120, {("cuda", "12.6")})])
+def test_a_rolled_out_version_is_explained_by_the_static_associations_it_covers(
+        fl: SimpleNamespace, outbreak: int, reported: set[tuple[str, str]]) -> None:
+    """A CUDA version rolled out to two static cohorts of a signature holds their excess: no finding of its own.
+
+    Node pool "train" and SKU "X" each crash 5x as often from day one and
+    are ticketed on day one. CUDA 12.6, installed on 90 % of both on day
+    two, holds three times its share of the signature's crashes from then
+    on, and paged as new: outside "train" the residual holds X's excess and
+    outside X it holds train's, so neither static cohort alone explained it
+    (noisy tuning seeds 5 and 7, a CUDA version over a node pool and a
+    SKU). Weighing each host by its static cohorts' risk, 12.6 holds its
+    share. Ten more an hour for twelve hours on 12.6's hosts (three times
+    what the statics give it) are more than that share, and are reported.
+    """
+    alerts = [a for a in fl.firing(fl.run(_two_statics_and_a_rollout(fl, outbreak),
+                                          detectors=["hardware_correlation"])) if a.signature == STATIC_SIG]
+    tickets = {(a.attribute, a.value) for a in alerts if a.severity == "ticket"}
+    assert {("node_pool", "train"), ("sku", "X")} <= tickets, [(a.severity, a.summary) for a in alerts]
+    found = {(a.attribute, a.value) for a in alerts} - {("node_pool", "train"), ("sku", "X")}
+    assert found == reported, [(a.severity, a.summary, a.notes) for a in alerts]
+
+
 def test_three_hosts_of_a_rack_with_a_rare_signature_page_on_the_rate_test(fl: SimpleNamespace) -> None:
     """A signature seen six times in two days crashes twice on each of three hosts of rack r07 in 95 minutes.
 
