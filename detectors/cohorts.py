@@ -934,7 +934,8 @@ class CohortCorrelation(Struct):
         if not inner and not outer and not crossing:
             return None
         usable = [x for x in seen if x[0] not in rising]
-        if all(_static_rho(st, apk) > 0.0 for apk, _, _ in (*inner, *outer, *crossing)):
+        statics_only = all(_static_rho(st, apk) > 0.0 for apk, _, _ in (*inner, *outer, *crossing))
+        if statics_only:
             # only static associations touch it: their weighed share first (set sizes only), before the
             # host scans below, which a cohort explained at every step would pay at every step (Titan)
             by_static = self._explained_static(st, t, a, v, mine, usable, inventory, now_ms)
@@ -985,7 +986,7 @@ class CohortCorrelation(Struct):
                 return apk, (f"crossing {aa}={av}: {a}={v} holds no excess outside it ({k_res:.3g} of {n_res:.3g} "
                              f"units), and within it {k_in:.3g} of {n_in:.3g} for {share:.0%} of its hosts (relative "
                              f"risk {rr_in:.2g}, p={p_in:.3g}): that cohort's excess")
-        return self._explained_static(st, t, a, v, mine, usable, inventory, now_ms)
+        return None if statics_only else self._explained_static(st, t, a, v, mine, usable, inventory, now_ms)
 
     def _explained_static(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
                           seen: list[tuple[str, AbstractSet[str], str]], inventory: Inventory,
@@ -1000,9 +1001,9 @@ class CohortCorrelation(Struct):
         accepted cohort at a time to hold the whole excess with nothing left
         over; a second static cohort overlapping the first, or a residual
         thin enough to show x1.5-x2 by chance, defeats them. Here the test's
-        own share is re-weighed: each host's host-time on the cohort and on
-        the attribute counts ``rho`` times (the long-run relative risk of
-        the static cohorts it is in, learned when each was ticketed), and
+        own share is re-weighed: each static host counts ``rho`` times on
+        the cohort and on the attribute (the largest long-run relative risk
+        of the static cohorts it is in, learned when each was ticketed), and
         the test's effective units are asked again against that share.
         Their excess (a note on the one sharing most hosts) unless what is
         left could page on its own: significant at ``explain_alpha`` with
@@ -1018,8 +1019,9 @@ class CohortCorrelation(Struct):
         whose risk had been learned from the pool's, and the rise was missed).
         Each static host weighs the mean host-time of the hosts it is
         counted with (the cohort's, the attribute's): a roll-out's cohort
-        keeps its own, shorter, host-time, and no host is visited (visiting
-        each of Titan's 18,688 nodes per explanation cost a third more CPU).
+        keeps its own, shorter, host-time, and no host is visited (each
+        host's own host-time, visiting Titan's 18,688 nodes per explanation,
+        cost 45 % more CPU there).
         """
         if _static_rho(st, t.pair) > 0.0:
             return None  # its test is already against its own long-run risk: a rise the others cannot explain
