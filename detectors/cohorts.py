@@ -232,15 +232,21 @@ def _static_rho(st: CohortKey, pk: str) -> float:
 
 
 class _Budget(Struct, frozen=True):
-    """One step's weighted Benjamini-Hochberg: the weight of a spiking key's test, a watched key's, any other's."""
+    """One step's weighted Benjamini-Hochberg: the weight of a spiking key's test, a watched key's, a static
+    association's, any other's (``static`` 0: static associations have no tier of their own)."""
 
     spike: float = 1.0
     watch: float = 1.0
     rest: float = 1.0
     family: int = 0
+    static: float = 0.0
 
-    def of(self, key: str, spiking: AbstractSet[str], watched: AbstractSet[str], big: bool = True) -> float:
-        """A test's weight: a spiking key's; a watched key's on a big cohort (``watch_min_share``); the rest's."""
+    def of(self, key: str, spiking: AbstractSet[str], watched: AbstractSet[str], big: bool = True,
+           static: bool = False) -> float:
+        """A test's weight: a static association's; a spiking key's; a watched key's on a big cohort
+        (``watch_min_share``); the rest's."""
+        if static and self.static > 0.0:
+            return self.static
         return self.spike if key in spiking else self.watch if big and key in watched else self.rest
 
 
@@ -280,6 +286,11 @@ class CohortCorrelation(Struct):
     #: hold at least ``watch_min_share`` of the hosts announcing their attribute
     watch_share: float = 0.0
     watch_min_share: float = 0.1
+    #: the same for the tests of static associations (against their own long-run risk), and the keys
+    #: holding one: key -> how many of its pairs are static (pairs stay static while their key lives)
+    static_share: float = 0.0
+    static_keys: dict[str, int] = field(default_factory=dict)
+    static_weight_max: float = 100.0
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
     #: the scales the rate test runs at (none: off; ``_rate_expected``), and the scale whose units are
@@ -430,7 +441,7 @@ class CohortCorrelation(Struct):
                     pc.long_tested_ms = now_ms
                 if scales:
                     found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
-                    up = max(budget.of(key, spiking, watched), 1.0)
+                    up = max(budget.of(key, spiking, watched, static=pc.static), 1.0)
                     age = now_ms - st.first_ms
                     if not key_tested and any(t.p <= self.ceiling(clock.scales_s[t.scale], age) * up for t in found):
                         # a candidate: every cohort of the key is tested now at every scale, so that
@@ -447,23 +458,28 @@ class CohortCorrelation(Struct):
         if not tests:
             return out
         budget = self._weights(spiking, watched, len(tests), inventory)
-        weights = [budget.of(t.key, spiking, watched, t.key in watched and self._big(t.pair, inventory))
-                   for t in tests]
+        weights = [budget.of(t.key, spiking, watched, t.key in watched and self._big(t.pair, inventory),
+                             self.keys[t.key].pairs[t.pair].static) for t in tests]
         family = budget.family
         rejected = benjamini_hochberg([t.p / w for t, w in zip(tests, weights)], self.fdr, family,
                                       [t.key for t in tests])
         accepted: dict[str, list[_Test]] = {}
-        weight_of: dict[str, float] = {}
+        weight_of: dict[str, tuple[float, str]] = {}
         for t, w, rej in zip(tests, weights, rejected):
-            age = now_ms - self.keys[t.key].first_ms
+            st = self.keys[t.key]
+            age = now_ms - st.first_ms
+            static = st.pairs[t.pair].static
             if rej and t.p <= self.ceiling(clock.scales_s[t.scale], age) * w and t.lo > self.min_rr_lower:
                 accepted.setdefault(t.key, []).append(t)
-                weight_of[t.key] = max(weight_of.get(t.key, 0.0), w)
+                if w > weight_of.get(t.key, (0.0, ""))[0]:
+                    why = ("a static association, asked whether it rises" if static and budget.static > 0 else
+                           "the signature is spiking fleet-wide" if t.key in spiking else
+                           "the signature is rising fleet-wide, short of a spike (on watch)")
+                    weight_of[t.key] = (w, why)
         for key in sorted(accepted):
-            weight = weight_of[key]
+            weight, why = weight_of[key]
             out.extend(self._report(key, self.keys[key], accepted[key], family, weight, now_ms, g, inventory,
-                                    clock, "spiking fleet-wide" if key in spiking else
-                                    "rising fleet-wide, short of a spike (on watch)"))
+                                    clock, why))
         return out
 
     def _rate_live(self, all_: list[float], i: int, g: tuple[float, ...]) -> bool:
@@ -535,33 +551,40 @@ class CohortCorrelation(Struct):
         the rest.
         """
         family = max(self.family, n_tests)
-        #: (is the spiking tier, its keys, its share of the family's weight)
-        tiers = [(spike, keys, share)
-                 for spike, keys, share in ((True, spiking, self.spike_share), (False, watched, self.watch_share))
+        statics = self.static_keys if self.static_share > 0 else {}
+        #: (tier, its keys, its share of the family's weight)
+        tiers = [(name, keys, share)
+                 for name, keys, share in (("spike", spiking, self.spike_share), ("watch", watched, self.watch_share),
+                                           ("static", statics.keys(), self.static_share))
                  if keys and share > 0]
         if not tiers:
             return _Budget(family=family)
         sizes, held = [], 0.0
-        for spike, keys, _ in tiers:
+        for name, keys, _ in tiers:
             n = 0
             for k in keys:
                 st = self.keys[k]
-                # a spiking key's pairs all move to its tier, a watched key's big ones; each with its part
-                # of what the key held in the family
-                m = len(st.pairs) if spike else sum(1 for pk in st.pairs if self._big(pk, inventory))
+                # a spiking key's pairs all move to its tier, a watched key's big ones, every key's static ones
+                # (a static pair is in no other tier); each with its part of what the key held in the family
+                if name == "spike":
+                    m = len(st.pairs) - statics.get(k, 0)
+                elif name == "watch":
+                    m = sum(1 for pk, pc in st.pairs.items()
+                            if self._big(pk, inventory) and not (statics and pc.static))
+                else:
+                    m = statics[k]
                 n += m
                 held += st.family * m / len(st.pairs) if st.pairs else 0.0
             sizes.append(n * len(self.acute))
         family = max(round(family - held) + sum(sizes), n_tests)
-        w = [min(self.spike_weight_max, share * family / n) if 0 < n < family else 1.0
-             for (_, _, share), n in zip(tiers, sizes)]
-        up = [(spike, x, n) for (spike, _, _), x, n in zip(tiers, w, sizes) if x > 1.0]
+        w = [min(self.static_weight_max if name == "static" else self.spike_weight_max, share * family / n)
+             if 0 < n < family else 1.0 for (name, _, share), n in zip(tiers, sizes)]
+        up = {name: (x, n) for (name, _, _), x, n in zip(tiers, w, sizes) if x > 1.0}
         if not up:
             return _Budget(family=family)
-        rest = (family - sum(x * n for _, x, n in up)) / (family - sum(n for _, _, n in up))
-        w_spike = next((x for spike, x, _ in up if spike), rest)
-        w_watch = next((x for spike, x, _ in up if not spike), rest)
-        return _Budget(w_spike, w_watch, rest, family)
+        rest = (family - sum(x * n for x, n in up.values())) / (family - sum(n for _, n in up.values()))
+        return _Budget(up.get("spike", (rest, 0))[0], up.get("watch", (rest, 0))[0], rest, family,
+                       up.get("static", (rest, 0))[0] if statics else 0.0)
 
     def _take_early(self, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> None:
         """Record every key's first day: units per attribute and per pair, and each pair's host-time share.
@@ -737,7 +760,7 @@ class CohortCorrelation(Struct):
 
     def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, now_ms: int,
                 g: tuple[float, ...], inventory: Inventory, clock: DecayClock,
-                why_weight: str = "spiking fleet-wide") -> list[CohortVerdict]:
+                why_weight: str = "the signature is spiking fleet-wide") -> list[CohortVerdict]:
         """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
         by_pair: dict[str, list[_Test]] = {}
         for t in sorted(tests, key=lambda t: (t.p, t.scale)):
@@ -801,25 +824,35 @@ class CohortCorrelation(Struct):
             hosts = scan.hosts_in(t.pair, t.scale, g[t.scale])
             scale_s = clock.scales_s[t.scale]
             bh = (f"Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys" +
-                  (f", this one weighted x{weight:.3g}: the signature is {why_weight}" if weight > 1 else ""))
+                  (f", this one weighted x{weight:.3g}: {why_weight}" if weight > 1 else ""))
             if t.by_rate:
                 test = (f"rate test: {pc.unreported(t.scale) / g[t.scale]:.3g} units on {a}={v} at the "
                         f"{scale_s / 3600:g} h scale where the key's earlier rate on hosts announcing {a} expects "
                         f"{t.mu:.3g} (negative binomial), p={t.p:.3g}; {bh}. They are {t.k:.3g} of the "
                         f"{t.n:.3g} effective units fleet-wide, on {t.p0:.1%} of the host-time: too few for the "
                         f"share test alone")
+            elif pc.static:
+                # (its expected share is its host-time share at its long-run risk: undo that for the words)
+                held = t.p0 / (pc.rho - t.p0 * (pc.rho - 1.0))
+                test = (f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts "
+                        f"announcing {a}) on {a}={v}, which holds {held:.1%} of their host-time at the "
+                        f"{scale_s / 3600:g} h scale, {t.p0:.1%} of the units at its long-run relative risk "
+                        f"{pc.rho:.3g}; p={t.p:.3g}; {bh}")
             else:
                 test = (f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts "
                         f"announcing {a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the "
                         f"{scale_s / 3600:g} h scale; p={t.p:.3g}; {bh}")
+            rel = "relative risk over its long-run one" if pc.static and severity == "page" else "relative risk"
             notes = [test,
-                     f"relative risk {t.rr:.3g} (95% CI {t.lo:.3g}-{t.hi:.3g}); {hosts} affected hosts in the cohort",
+                     f"{rel} {t.rr:.3g} (95% CI {t.lo:.3g}-{t.hi:.3g}); {hosts} affected hosts in the cohort",
                      why, *notes_of.get(t.pair, [])]
             if severity == "page":
                 pc.firing, pc.fired_ms, pc.fired_scale = True, now_ms, t.scale
                 st.firing.add(t.pair)
                 self.active.add(key)
             else:
+                if not pc.static:
+                    self.static_keys[key] = self.static_keys.get(key, 0) + 1
                 pc.static = True
                 pc.rho = max(self._longrun_rr(st, t.pair, pc, now_ms, g, inventory), 1.0)
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
@@ -1249,6 +1282,7 @@ class CohortCorrelation(Struct):
             if st.last_ms < now_ms - self.ttl_ms and not st.firing:
                 del self.keys[key]
                 self.active.discard(key)
+                self.static_keys.pop(key, None)
                 continue
             if st.floor / gL > DEAD:
                 continue  # nothing of the key's can have decayed to nothing (at half a year, the common case)
@@ -1281,7 +1315,8 @@ def cohort_correlation_from_config(cfg: object, clock: DecayClock, rate_max_s: f
                              ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000), ttl_ms=int(c.key_ttl_s * 1000),
                              spike_share=c.corr_spike_share, spike_weight_max=c.corr_spike_weight_max,
                              watch_share=c.corr_watch_share if c.corr_watch_alpha else 0.0,
-                             watch_min_share=c.corr_watch_min_share,
+                             watch_min_share=c.corr_watch_min_share, static_share=c.corr_static_share,
+                             static_weight_max=c.corr_static_weight_max,
                              look_s=c.corr_alpha_look_s,
                              rate_scales=[scales.index(s) for s in c.cohort_scales_s if s <= rate_max_s],
                              rate_recent=scales.index(min((s for s in c.cohort_scales_s if s >= 86400.0),

@@ -220,6 +220,15 @@ class DetectorConfig:
     #: ... for its cohorts that hold at least this share of the hosts announcing their attribute (a GPU
     #: model, a driver, a datacenter: what a fleet-wide rise can come from; a rack's is sharp on its own)
     corr_watch_min_share: float = 0.1
+    #: Share of the budget for the tests of static associations (ticketed, each tested against its own
+    #: long-run relative risk): whether a known association rises is asked of the fleet's few tens of
+    #: them, not of every key's cohorts (a 2x association turning 6-15x paged 7.5-45 h into the rise on
+    #: the tuning seeds, 5 of 17 never; 0: no tier of their own).
+    corr_static_share: float = 0.05
+    #: ... at most this weight each: a static association is tested at every step for as long as it lives,
+    #: so its absolute ceiling ``corr_alpha * w`` is paid at every look, not once as a spike's is (under
+    #: the spikes' cap of 1000, three static associations paged as rising on a day's swing).
+    corr_static_weight_max: float = 100.0
 
     # ---- incidents (rack escalation) ----
     #: A place (the finest attribute nested in another: a rack) escalates when at least this share of
@@ -278,16 +287,19 @@ class DetectorConfig:
                 raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if not 0.0 <= self.sig_local_alpha < 1.0:
             raise ConfigError(f"sig_local_alpha must be in [0, 1), got {self.sig_local_alpha}")
+        if self.corr_static_weight_max < 1.0:
+            raise ConfigError(f"corr_static_weight_max must be >= 1, got {self.corr_static_weight_max}")
         if not 0.0 <= self.corr_spike_share < 1.0 or self.corr_spike_weight_max < 1.0:
             raise ConfigError(f"corr_spike_share must be in [0, 1) and corr_spike_weight_max >= 1, got "
                               f"{self.corr_spike_share} and {self.corr_spike_weight_max}")
         if not 0.0 <= self.corr_watch_min_share <= 1.0:
             raise ConfigError(f"corr_watch_min_share must be in [0, 1], got {self.corr_watch_min_share}")
         if not 0.0 <= self.corr_watch_alpha < 1.0 or not 0.0 <= self.corr_watch_share < 1.0 or \
-                self.corr_spike_share + self.corr_watch_share >= 1.0:
-            raise ConfigError(f"corr_watch_alpha and corr_watch_share must be in [0, 1), and the two shares' sum "
-                              f"under 1, got {self.corr_watch_alpha}, {self.corr_watch_share} and "
-                              f"corr_spike_share {self.corr_spike_share}")
+                not 0.0 <= self.corr_static_share < 1.0 or \
+                self.corr_spike_share + self.corr_watch_share + self.corr_static_share >= 1.0:
+            raise ConfigError(f"corr_watch_alpha, corr_watch_share and corr_static_share must be in [0, 1), and "
+                              f"the three shares' sum under 1, got {self.corr_watch_alpha}, {self.corr_watch_share}, "
+                              f"{self.corr_static_share} and corr_spike_share {self.corr_spike_share}")
         if any(not isinstance(d, int) or not 2 <= d <= PAST_DAYS + 1 for d in self.sig_days) or \
                 list(self.sig_days) != sorted(set(self.sig_days)):
             raise ConfigError(f"sig_days needs whole days from 2 to {PAST_DAYS + 1}, shortest first, got "

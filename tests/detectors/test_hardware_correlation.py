@@ -200,7 +200,7 @@ def test_a_signature_rising_short_of_a_spike_is_asked_where_with_more_of_the_bud
     it does not.
     """
     sig, events = _new_signature_on_a100(fl)
-    config = DetectorConfig(sig_alpha=1e-30, corr_spike_share=0.5, corr_watch_share=watch_share)
+    config = DetectorConfig(sig_alpha=1e-30, corr_spike_share=0.5, corr_watch_share=watch_share, corr_static_share=0.0)
     run = fl.run(events, detectors=["signature_spike", "hardware_correlation"], config=config)
     assert not [a for a in run if a.kind == "signature_spike" and a.signature == sig]
     alerts = [a for a in fl.firing(run) if a.kind == "hardware_correlation" and a.signature == sig]
@@ -330,9 +330,10 @@ def test_hosts_that_leave_an_attribute_out_do_not_make_a_second_finding(fl: Simp
 
 
 
-def _two_statics_and_a_rollout(fl: SimpleNamespace, outbreak: int) -> list:
+def _two_statics_and_a_rollout(fl: SimpleNamespace, outbreak: int, on_train: bool = False) -> list:
     """Node pool "train" and SKU "X" (40 of 400 hosts each) crash 5x as often from day one; on day two CUDA
-    12.6 goes to 90 % of both and to ten other hosts; on day three ``outbreak`` extra crashes on 12.6's hosts."""
+    12.6 goes to 90 % of both and to ten other hosts; on day three ``outbreak`` extra crashes on 12.6's hosts
+    (``on_train``: on the pool's)."""
     import random
 
     rng = random.Random(7)
@@ -354,7 +355,7 @@ def _two_statics_and_a_rollout(fl: SimpleNamespace, outbreak: int) -> list:
         pool = train if u < 0.278 else sku_x if u < 0.556 else other
         cases.append(fl.crash(fl.T0 + k * 6 * fl.MIN + rng.randrange(300_000), rng.choice(pool), STATIC_SIG,
                               job=f"s{k}"))
-    at, on_new = fl.T0 + 3 * fl.DAY, sorted(new)
+    at, on_new = fl.T0 + 3 * fl.DAY, sorted(train if on_train else new)
     cases += [fl.crash(at + k * 6 * fl.MIN, rng.choice(on_new), STATIC_SIG, job=f"o{k}") for k in range(outbreak)]
     return fl.merged(hosts, moved, fl.background(400, fl.T0, fl.T0 + 4 * fl.DAY), cases)
 
@@ -383,6 +384,26 @@ def test_a_rolled_out_version_is_explained_by_the_static_associations_it_covers(
     assert {("node_pool", "train"), ("sku", "X")} <= tickets, [(a.severity, a.summary) for a in alerts]
     found = {(a.attribute, a.value) for a in alerts} - {("node_pool", "train"), ("sku", "X")}
     assert found == reported, [(a.severity, a.summary, a.notes) for a in alerts]
+
+
+def test_a_static_pool_rising_under_a_rolled_out_version_pages_as_rising(fl: SimpleNamespace) -> None:
+    """The same two static cohorts and roll-out; on day three the pool alone crashes 4.6x its own rate: a page.
+
+    The pool's test is against its own long-run risk, and it is one of two
+    static associations of the fleet: whether a known association rises is
+    a question about those two, not about every key's cohorts, and they
+    carry their own share of the false-discovery budget. With none, the
+    pool needed p = 1e-8 and paged 8 h into the rise (p = 6e-5 half an hour
+    in, 1e-6 five hours in). CUDA 12.6, on 90 % of the pool, holds the rise
+    too, and is not a second page.
+    """
+    alerts = [a for a in fl.firing(fl.run(_two_statics_and_a_rollout(fl, 120, on_train=True),
+                                          detectors=["hardware_correlation"])) if a.signature == STATIC_SIG]
+    pages = [a for a in alerts if a.severity == "page"]
+    rise = fl.T0 + 3 * fl.DAY
+    assert [(a.attribute, a.value, a.finding) for a in pages] == [("node_pool", "train", "association_rising")], \
+        [(a.ts, a.severity, a.summary) for a in alerts]
+    assert int(pages[0].ts.timestamp() * 1000) < rise + 6 * fl.HOUR, pages[0].ts
 
 
 def test_three_hosts_of_a_rack_with_a_rare_signature_page_on_the_rate_test(fl: SimpleNamespace) -> None:
@@ -450,18 +471,21 @@ def test_an_idle_signature_stops_counting_in_the_family_of_rate_tests(fl: Simple
     assert idle == share_only
 
 
+@pytest.mark.parametrize("statics", [{}, {"a": (0, 5, 7), "c": (1,)}])
 @pytest.mark.parametrize(("spiking", "watched"), [
     (set(), set()), ({"a"}, set()), (set(), {"b"}), ({"a"}, {"b", "c"}), ({"a", "b"}, {"c"}),
 ])
-def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set[str]) -> None:
+def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set[str],
+                                                 statics: dict[str, tuple[int, ...]]) -> None:
     """Weighted BH keeps the false discovery rate only if the weights average one over the family.
 
     Three keys of 40, 10 and 5 cohorts (every fifth holds 20 % of the hosts,
     the rest 1 %), each counted in the family for 30 of its tests, and 5,000
-    tests of other keys: whatever is spiking or on watch, the weights times
-    the tests they cover add up to the family (a spiking key's every cohort,
-    a watched key's big ones), a weighted tier weighs more than one and the
-    rest less.
+    tests of other keys: whatever is spiking, on watch or static, the
+    weights times the tests they cover add up to the family (a spiking key's
+    every cohort, a watched key's big ones, every static association, each
+    in one tier only: a static association of a spiking key is weighed as a
+    static one), a weighted tier weighs more than one and the rest less.
     """
     from fleetepi.detectors.cohorts import CohortCorrelation, CohortKey, PairCounts
 
@@ -469,23 +493,33 @@ def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set
                                rise_alpha=1e-4, explain_alpha=1e-3, min_rr_lower=1.0, min_hosts=3, min_units=5.0,
                                min_cohort_hosts=2, prior_units=20.0, warmup_ms=0, cooldown_ms=0,
                                ticket_cooldown_ms=0, ttl_ms=1, spike_share=0.5, spike_weight_max=1000.0,
-                               watch_share=0.25, watch_min_share=0.1)
+                               watch_share=0.25, watch_min_share=0.1, static_share=0.05)
     sizes = {f"a\x1fv{i}": 200 if i % 5 == 0 else 10 for i in range(40)}
     inventory = SimpleNamespace(sizes=sizes, attribute_hosts={"a": 1000})
     for key, n in (("a", 40), ("b", 10), ("c", 5)):
-        engine.keys[key] = CohortKey(pairs={f"a\x1fv{i}": PairCounts([0.0] * 5) for i in range(n)}, family=30)
+        engine.keys[key] = CohortKey(pairs={f"a\x1fv{i}": PairCounts([0.0] * 5, static=i in statics.get(key, ()))
+                                            for i in range(n)}, family=30)
+    engine.static_keys = {k: len(v) for k, v in statics.items()}
     engine.family = 5000 + 90
     b = engine._weights(frozenset(spiking), frozenset(watched), 0, inventory)  # type: ignore[arg-type]
-    big = {k: sum(1 for pk in engine.keys[k].pairs if sizes[pk] == 200) for k in engine.keys}
-    n_spike = sum(len(engine.keys[k].pairs) for k in spiking) * 4
+    static = {k: {pk for pk, pc in engine.keys[k].pairs.items() if pc.static} for k in engine.keys}
+    big = {k: sum(1 for pk in engine.keys[k].pairs if sizes[pk] == 200 and pk not in static[k]) for k in engine.keys}
+    n_spike = sum(len(engine.keys[k].pairs) - len(static[k]) for k in spiking) * 4
     n_watch = sum(big[k] for k in watched) * 4
-    # each key held 30 tests of the family; a watched one gives up its big cohorts' part of them
-    held = 30 * len(spiking) + sum(30 * big[k] / len(engine.keys[k].pairs) for k in watched)
-    assert b.family == round(5000 + 90 - held) + n_spike + n_watch
-    total = b.spike * n_spike + b.watch * n_watch + b.rest * (b.family - n_spike - n_watch)
+    n_static = sum(len(x) for x in static.values()) * 4
+    # each key held 30 tests of the family; each tier takes its cohorts' part of them
+    held = sum(30 * (len(engine.keys[k].pairs) - len(static[k])) / len(engine.keys[k].pairs) for k in spiking) + \
+        sum(30 * big[k] / len(engine.keys[k].pairs) for k in watched) + \
+        sum(30 * len(static[k]) / len(engine.keys[k].pairs) for k in engine.keys)
+    assert b.family == round(5000 + 90 - held) + n_spike + n_watch + n_static
+    w_static = b.static if statics else b.rest
+    total = b.spike * n_spike + b.watch * n_watch + w_static * n_static + \
+        b.rest * (b.family - n_spike - n_watch - n_static)
     assert total == pytest.approx(b.family)
     for keys, w in ((spiking, b.spike), (watched, b.watch)):
         assert (w > 1.0) == bool(keys)
         assert all(b.of(k, spiking, watched) == w for k in keys)
     assert all(b.of(k, spiking, watched, big=False) == b.rest for k in watched)
-    assert (b.rest < 1.0) == bool(spiking or watched)
+    assert (w_static > 1.0) == bool(statics)
+    assert all(b.of(k, spiking, watched, static=True) == w_static for k in statics)
+    assert (b.rest < 1.0) == bool(spiking or watched or statics)
