@@ -857,9 +857,13 @@ class CohortCorrelation(Struct):
                 pc.rho = max(self._longrun_rr(st, t.pair, pc, now_ms, g, inventory), 1.0)
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
                 notes.append(f"static: later windows are tested against its long-run relative risk {pc.rho:.3g}")
+            # (a rising static association's expectation and risk are at and over its own long-run risk)
+            basis = ("the key's earlier rate" if t.by_rate else
+                     f"its share of the fleet at its long-run risk x{pc.rho:.2g}" if severity == "page" and pc.static
+                     else None)
             out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k,
                                      t.mu if t.by_rate else t.n * t.p0, scale_s, t.p, t.rr, t.lo, t.hi, hosts,
-                                     tuple(notes), **({"basis": "the key's earlier rate"} if t.by_rate else {})))
+                                     tuple(notes), **({"basis": basis} if basis else {})))
         return out
 
     def _narrowest(self, st: CohortKey, chosen: list[_Test], members: Mapping[tuple[str, str], AbstractSet[str]],

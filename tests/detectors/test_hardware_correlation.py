@@ -404,6 +404,7 @@ def test_a_static_pool_rising_under_a_rolled_out_version_pages_as_rising(fl: Sim
     assert [(a.attribute, a.value, a.finding) for a in pages] == [("node_pool", "train", "association_rising")], \
         [(a.ts, a.severity, a.summary) for a in alerts]
     assert int(pages[0].ts.timestamp() * 1000) < rise + 6 * fl.HOUR, pages[0].ts
+    assert "expected from its share of the fleet at its long-run risk x3.2" in pages[0].summary, pages[0].summary
 
 
 def test_three_hosts_of_a_rack_with_a_rare_signature_page_on_the_rate_test(fl: SimpleNamespace) -> None:
