@@ -529,7 +529,8 @@ class CohortCorrelation(Struct):
 
     def _weights(self, spiking: AbstractSet[str], watched: AbstractSet[str], n_tests: int,
                  inventory: Inventory) -> _Budget:
-        """The weights of a weighted BH: of a spiking key's tests, a watched key's, any other's; and the family.
+        """The weights of a weighted BH: of a spiking key's tests, a watched key's, a static association's,
+        any other's; and the family.
 
         Why weigh: the family is every (key, cohort, scale) of the fleet,
         hundreds of thousands, so a cohort of 40 % of the hosts needs ~18 of
@@ -546,9 +547,12 @@ class CohortCorrelation(Struct):
         big cohorts (``watch_min_share`` of the hosts: a rise seen fleet-wide
         that a small cohort holds is sharp in its own share test, and the
         racks of a key whose day swung up are where chance lands)
-        ``watch_share``; at most ``spike_weight_max`` each. The rest share
-        what is left. A tier whose weight would not exceed one is left with
-        the rest.
+        ``watch_share``; at most ``spike_weight_max`` each. Every static
+        association's test (against its own long-run risk: does it rise?)
+        gets ``static_share``, at most ``static_weight_max`` each, and is in
+        no other tier: it is tested at every step while it lives, so its
+        ceiling is paid at every look. The rest share what is left. A tier
+        whose weight would not exceed one is left with the rest.
         """
         family = max(self.family, n_tests)
         statics = self.static_keys if self.static_share > 0 else {}
