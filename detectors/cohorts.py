@@ -241,13 +241,24 @@ class _Budget(Struct, frozen=True):
     family: int = 0
     static: float = 0.0
 
+    def tier(self, key: str, spiking: AbstractSet[str], watched: AbstractSet[str], big: bool = True,
+             static: bool = False) -> Literal["static", "spike", "watch", "rest"]:
+        """A test's tier: a static association's; a spiking key's; a watched key's on a big cohort
+        (``watch_min_share``); the rest."""
+        if static and self.static > 0.0:
+            return "static"
+        return "spike" if key in spiking else "watch" if big and key in watched else "rest"
+
     def of(self, key: str, spiking: AbstractSet[str], watched: AbstractSet[str], big: bool = True,
            static: bool = False) -> float:
-        """A test's weight: a static association's; a spiking key's; a watched key's on a big cohort
-        (``watch_min_share``); the rest's."""
-        if static and self.static > 0.0:
-            return self.static
-        return self.spike if key in spiking else self.watch if big and key in watched else self.rest
+        """A test's weight: its tier's (``tier``)."""
+        return float(getattr(self, self.tier(key, spiking, watched, big, static)))
+
+
+#: What a weighted test's tier says in its alert's notes.
+_WHY_WEIGHTED = {"static": "a static association, asked whether it rises",
+                 "spike": "the signature is spiking fleet-wide",
+                 "watch": "the signature is rising fleet-wide, short of a spike (on watch)", "rest": ""}
 
 
 class CohortCorrelation(Struct):
@@ -458,24 +469,20 @@ class CohortCorrelation(Struct):
         if not tests:
             return out
         budget = self._weights(spiking, watched, len(tests), inventory)
-        weights = [budget.of(t.key, spiking, watched, t.key in watched and self._big(t.pair, inventory),
+        tiers = [budget.tier(t.key, spiking, watched, t.key in watched and self._big(t.pair, inventory),
                              self.keys[t.key].pairs[t.pair].static) for t in tests]
+        weights = [float(getattr(budget, tier)) for tier in tiers]
         family = budget.family
         rejected = benjamini_hochberg([t.p / w for t, w in zip(tests, weights)], self.fdr, family,
                                       [t.key for t in tests])
         accepted: dict[str, list[_Test]] = {}
         weight_of: dict[str, tuple[float, str]] = {}
-        for t, w, rej in zip(tests, weights, rejected):
-            st = self.keys[t.key]
-            age = now_ms - st.first_ms
-            static = st.pairs[t.pair].static
+        for t, w, tier, rej in zip(tests, weights, tiers, rejected):
+            age = now_ms - self.keys[t.key].first_ms
             if rej and t.p <= self.ceiling(clock.scales_s[t.scale], age) * w and t.lo > self.min_rr_lower:
                 accepted.setdefault(t.key, []).append(t)
                 if w > weight_of.get(t.key, (0.0, ""))[0]:
-                    why = ("a static association, asked whether it rises" if static and budget.static > 0 else
-                           "the signature is spiking fleet-wide" if t.key in spiking else
-                           "the signature is rising fleet-wide, short of a spike (on watch)")
-                    weight_of[t.key] = (w, why)
+                    weight_of[t.key] = (w, _WHY_WEIGHTED[tier])
         for key in sorted(accepted):
             weight, why = weight_of[key]
             out.extend(self._report(key, self.keys[key], accepted[key], family, weight, now_ms, g, inventory,
@@ -764,7 +771,7 @@ class CohortCorrelation(Struct):
 
     def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, now_ms: int,
                 g: tuple[float, ...], inventory: Inventory, clock: DecayClock,
-                why_weight: str = "the signature is spiking fleet-wide") -> list[CohortVerdict]:
+                why_weight: str = _WHY_WEIGHTED["spike"]) -> list[CohortVerdict]:
         """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
         by_pair: dict[str, list[_Test]] = {}
         for t in sorted(tests, key=lambda t: (t.p, t.scale)):
@@ -846,7 +853,9 @@ class CohortCorrelation(Struct):
                 test = (f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts "
                         f"announcing {a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the "
                         f"{scale_s / 3600:g} h scale; p={t.p:.3g}; {bh}")
-            rel = "relative risk over its long-run one" if pc.static and severity == "page" else "relative risk"
+            # (a static association paging as rising: its expectation and risk are at and over its long-run risk)
+            rising_static = pc.static and severity == "page"
+            rel = "relative risk over its long-run one" if rising_static else "relative risk"
             notes = [test,
                      f"{rel} {t.rr:.3g} (95% CI {t.lo:.3g}-{t.hi:.3g}); {hosts} affected hosts in the cohort",
                      why, *notes_of.get(t.pair, [])]
@@ -861,10 +870,8 @@ class CohortCorrelation(Struct):
                 pc.rho = max(self._longrun_rr(st, t.pair, pc, now_ms, g, inventory), 1.0)
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
                 notes.append(f"static: later windows are tested against its long-run relative risk {pc.rho:.3g}")
-            # (a rising static association's expectation and risk are at and over its own long-run risk)
             basis = ("the key's earlier rate" if t.by_rate else
-                     f"its share of the fleet at its long-run risk x{pc.rho:.2g}" if severity == "page" and pc.static
-                     else None)
+                     f"its share of the fleet at its long-run risk x{pc.rho:.2g}" if rising_static else None)
             out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k,
                                      t.mu if t.by_rate else t.n * t.p0, scale_s, t.p, t.rr, t.lo, t.hi, hosts,
                                      tuple(notes), **({"basis": basis} if basis else {})))
