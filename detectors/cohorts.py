@@ -231,6 +231,31 @@ def _static_rho(st: CohortKey, pk: str) -> float:
     return pc.rho if pc is not None and pc.static else 0.0
 
 
+class InsideStatic(Struct):
+    """A key's cohorts whose share its static associations raise, for one set of statics and inventory version.
+
+    ``of``: pair -> (the relative risk its share is expected at, the static pair that raises it).
+    """
+
+    statics: int = 0
+    version: int = -1
+    of: dict[str, tuple[float, str]] = field(default_factory=dict)
+
+
+#: a cohort inside no static association: expected at its share of the host-time
+_OUTSIDE = (1.0, "")
+
+
+def _given_by(statics: str) -> str:
+    """Words for the static associations that raise a cohort's expected share (``_inside_static``)."""
+    return f"the static association{'s' if ' and ' in statics else ''} {statics} give{'' if ' and ' in statics else 's'} it"
+
+
+def at_risk(p0: float, rho: float) -> float:
+    """A share ``p0`` of host-time as a share of units at relative risk ``rho`` (on the odds)."""
+    return p0 * rho / (p0 * rho + 1.0 - p0)
+
+
 class _Budget(Struct, frozen=True):
     """One step's weighted Benjamini-Hochberg: the weight of a spiking key's test, a watched key's, a static
     association's, any other's (``static`` 0: static associations have no tier of their own)."""
@@ -302,6 +327,9 @@ class CohortCorrelation(Struct):
     static_share: float = 0.0
     static_keys: dict[str, int] = field(default_factory=dict)
     static_weight_max: float = 100.0
+    #: key -> its cohorts whose share its static associations raise (``_inside_static``): derived from
+    #: the state and the inventory, emptied on restore (an inventory's version starts again there)
+    inside: dict[str, InsideStatic] = field(default_factory=dict)
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
     #: the scales the rate test runs at (none: off; ``_rate_expected``), and the scale whose units are
@@ -674,9 +702,12 @@ class CohortCorrelation(Struct):
             return out
         all_ = st.tot[""] if n_eff is not None else tot
         c, rep = pc.c, pc.reported
+        # the relative risk the cohort's share is expected at: a static association's own, or the one a
+        # cohort inside it inherits (a rack of a datacenter where the key has always been 3x as frequent)
+        rho = pc.rho if pc.static else self._inside_static(key, pk, inventory)[0]
         p_proxy = n1 / n_all
-        if pc.static:
-            p_proxy = p_proxy * pc.rho / (p_proxy * pc.rho + 1.0 - p_proxy)
+        if rho != 1.0:
+            p_proxy = at_risk(p_proxy, rho)
         for i in self.acute if scales is None else scales:
             if max_scale is not None and i > max_scale:
                 break
@@ -699,8 +730,9 @@ class CohortCorrelation(Struct):
             rate_ok = i in self.rate_scales and not pc.static
             if n < self.min_units and not rate_ok or k < 1.0:
                 continue
-            if pc.static:
-                p0 = p0 * pc.rho / (p0 * pc.rho + 1.0 - p0)
+            p_host = p0
+            if rho != 1.0:
+                p0 = at_risk(p0, rho)
             if z_above(k, n * p0, n * p0 * (1.0 - p0)) < 3.5:
                 continue  # the cheap screen: most cohorts hold their share
             p = binom_sf_real(k, n, p0)
@@ -709,6 +741,8 @@ class CohortCorrelation(Struct):
                 if not rate_ok or p > RATE_SHARE_ALPHA / len(st.pairs):
                     continue
                 mu, size = self._rate_expected(st, a, i, g, inventory, now_ms, e_v)
+                if rho != 1.0:
+                    mu *= p0 / p_host  # inside a static association: at its risk, not the attribute's average
                 # effective units, as the share test counts them: a host re-reporting every hour (chronic,
                 # before its ticket) is one host's say, not six hosts'
                 p = nb_sf_real(min(k, c_k), mu, size)
@@ -716,9 +750,91 @@ class CohortCorrelation(Struct):
                     continue
             k_out = max(n - k, 0.0)
             rr, lo, hi = rate_ratio_ci(k, k_out, e_v, e_out)
-            if pc.static:
-                lo, rr, hi = lo / pc.rho, rr / pc.rho, hi / pc.rho
+            if rho != 1.0:
+                lo, rr, hi = lo / rho, rr / rho, hi / rho
             out.append(_Test(key, pk, i, p, k, n, p0, rr, lo, hi, mu))
+        return out
+
+    def _inside_static(self, key: str, pk: str, inventory: Inventory) -> tuple[float, str]:
+        """(the relative risk ``pk``'s share is expected at, the static association that raises it) or (1, "").
+
+        Why: a static association (a signature 3x as frequent on one node
+        pool since day one) raises every cohort that holds its hosts: the
+        pool's GPU model, its driver, its racks. Tested against their share
+        of the host-time, they held more than it at every step: candidates
+        each time (most steps' reports were spent explaining them away), and
+        a rack whose day swung up inside a static datacenter paged as an
+        outbreak at p=1e-9, where against the datacenter's risk it was
+        p=1e-6. A cohort of ``p0`` of the hosts that holds ``x`` of them
+        inside a static cohort of ``q`` (another attribute of the same key,
+        long-run risk ``rho``) is expected at ``(p0 + x (rho - 1)) / (1 + q
+        (rho - 1))`` of the units; only where that is above ``p0`` (a cohort
+        mostly outside is not tested more sharply for it). Of several, the
+        highest. Recomputed when the key's statics or the inventory change.
+        """
+        n_static = self.static_keys.get(key, 0)
+        if not n_static:
+            return _OUTSIDE
+        got = self.inside.get(key)
+        if got is None or got.statics != n_static or got.version != inventory.version:
+            got = self.inside[key] = InsideStatic(n_static, inventory.version,
+                                                  self._raised_by_statics(self.keys[key], inventory))
+        return got.of.get(pk, _OUTSIDE)
+
+    @staticmethod
+    def _raised_by_statics(st: CohortKey, inventory: Inventory) -> dict[str, tuple[float, str]]:
+        """``_inside_static`` for every cohort of ``st`` at once, from what each static cohort shares with it.
+
+        With several static cohorts, each host's excess is that of the
+        riskiest one it is in: a later static cohort adds its excess only for
+        the part of its hosts outside the riskier ones (a node pool inside a
+        static GPU model), taken as spread evenly over its hosts. Disjoint
+        ones (a node pool and a SKU) add up exactly.
+        """
+        sizes, attribute_hosts = inventory.sizes, inventory.attribute_hosts
+        statics = sorted((-pc.rho, pk) for pk, pc in st.pairs.items() if pc.static and pc.rho > 1.0)
+        #: cohort -> (extra host weight inside it, names of the static cohorts that give it), and per
+        #: attribute the extra weight of all its hosts
+        extra: dict[str, list] = {}
+        extra_attr: dict[str, float] = {}
+        seen: list[tuple[str, int]] = []
+        for neg_rho, spk in statics:
+            n_s = sizes.get(spk, 0)
+            if not n_s:
+                continue
+            table = inventory.overlaps(split_key(spk))
+            # the part of this cohort's hosts outside the riskier static cohorts (even spread assumed)
+            outside = 1.0
+            for rpk, _ in seen:
+                outside *= max(1.0 - table.get(rpk, 0) / n_s, 0.0)
+            seen.append((spk, n_s))
+            w = (-neg_rho - 1.0) * outside
+            if w <= 0.0:
+                continue
+            for pk, x_hosts in table.items():
+                if x_hosts <= 0 or pk == spk:
+                    continue
+                got = extra.setdefault(pk, [0.0, []])
+                got[0] += w * x_hosts
+                got[1].append("=".join(split_key(spk)))
+            announcing: dict[str, int] = {}  # the static cohort's hosts that announce each attribute
+            for pk, x_hosts in table.items():
+                if x_hosts > 0:
+                    a = pk[: pk.index("\x1f")]
+                    announcing[a] = announcing.get(a, 0) + x_hosts
+            for a, n in announcing.items():
+                extra_attr[a] = extra_attr.get(a, 0.0) + w * n
+        out: dict[str, tuple[float, str]] = {}
+        for pk, (x_w, names) in extra.items():
+            pc = st.pairs.get(pk)
+            a = pk[: pk.index("\x1f")]
+            n_a, n1 = attribute_hosts.get(a, 0), sizes.get(pk, 0)
+            if pc is None or pc.static or not 0 < n1 < n_a:
+                continue
+            p0 = n1 / n_a
+            share = (n1 + x_w) / (n_a + extra_attr.get(a, 0.0))
+            if p0 < share < 1.0:
+                out[pk] = ((share / (1.0 - share)) / (p0 / (1.0 - p0)), " and ".join(names))
         return out
 
     def _rate_expected(self, st: CohortKey, a: str, i: int, g: tuple[float, ...], inventory: Inventory,
@@ -836,26 +952,30 @@ class CohortCorrelation(Struct):
             scale_s = clock.scales_s[t.scale]
             bh = (f"Benjamini-Hochberg at q={self.fdr:g} over {family} tests across all keys" +
                   (f", this one weighted x{weight:.3g}: {why_weight}" if weight > 1 else ""))
+            rho, within = (pc.rho, "") if pc.static else self._inside_static(key, t.pair, inventory)
+            # (an expected share at a relative risk other than one: undo that for the words)
+            held = t.p0 / (rho - t.p0 * (rho - 1.0))
             if t.by_rate:
                 test = (f"rate test: {pc.unreported(t.scale) / g[t.scale]:.3g} units on {a}={v} at the "
                         f"{scale_s / 3600:g} h scale where the key's earlier rate on hosts announcing {a} expects "
                         f"{t.mu:.3g} (negative binomial), p={t.p:.3g}; {bh}. They are {t.k:.3g} of the "
-                        f"{t.n:.3g} effective units fleet-wide, on {t.p0:.1%} of the host-time: too few for the "
+                        f"{t.n:.3g} effective units fleet-wide, on {held:.1%} of the host-time: too few for the "
                         f"share test alone")
             elif pc.static:
-                # (its expected share is its host-time share at its long-run risk: undo that for the words)
-                held = t.p0 / (pc.rho - t.p0 * (pc.rho - 1.0))
                 test = (f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts "
                         f"announcing {a}) on {a}={v}, which holds {held:.1%} of their host-time at the "
                         f"{scale_s / 3600:g} h scale, {t.p0:.1%} of the units at its long-run relative risk "
                         f"{pc.rho:.3g}; p={t.p:.3g}; {bh}")
             else:
+                inside = (f", {t.p0:.1%} of the units at the relative risk {rho:.3g} {_given_by(within)}"
+                          if within else "")
                 test = (f"binomial test on effective units: {t.k:.3g} of {t.n:.3g} of the key's units (hosts "
-                        f"announcing {a}) on {a}={v}, which holds {t.p0:.1%} of their host-time at the "
-                        f"{scale_s / 3600:g} h scale; p={t.p:.3g}; {bh}")
+                        f"announcing {a}) on {a}={v}, which holds {held:.1%} of their host-time at the "
+                        f"{scale_s / 3600:g} h scale{inside}; p={t.p:.3g}; {bh}")
             # (a static association paging as rising: its expectation and risk are at and over its long-run risk)
             rising_static = pc.static and severity == "page"
-            rel = "relative risk over its long-run one" if rising_static else "relative risk"
+            rel = ("relative risk over its long-run one" if rising_static else
+                   "relative risk over what its static associations give it" if within else "relative risk")
             notes = [test,
                      f"{rel} {t.rr:.3g} (95% CI {t.lo:.3g}-{t.hi:.3g}); {hosts} affected hosts in the cohort",
                      why, *notes_of.get(t.pair, [])]
@@ -871,7 +991,8 @@ class CohortCorrelation(Struct):
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
                 notes.append(f"static: later windows are tested against its long-run relative risk {pc.rho:.3g}")
             basis = ("the key's earlier rate" if t.by_rate else
-                     f"its share of the fleet at its long-run risk x{pc.rho:.2g}" if rising_static else None)
+                     f"its share of the fleet at its long-run risk x{pc.rho:.2g}" if rising_static else
+                     f"its share of the fleet at the risk x{rho:.2g} {_given_by(within)}" if within else None)
             out.append(CohortVerdict(key, a, v, "firing", now_ms, severity, finding, t.k,
                                      t.mu if t.by_rate else t.n * t.p0, scale_s, t.p, t.rr, t.lo, t.hi, hosts,
                                      tuple(notes), **({"basis": basis} if basis else {})))
@@ -1298,6 +1419,7 @@ class CohortCorrelation(Struct):
                 del self.keys[key]
                 self.active.discard(key)
                 self.static_keys.pop(key, None)
+                self.inside.pop(key, None)
                 continue
             if st.floor / gL > DEAD:
                 continue  # nothing of the key's can have decayed to nothing (at half a year, the common case)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Mapping
 
 from msgspec import Struct
 
@@ -110,6 +111,8 @@ class Inventory:
         self._by_pair: dict[Pair, set[str]] = {}
         self._by_attr: dict[str, set[str]] = {}
         self._nesting: tuple[int, int, dict[str, str]] = (-1, -1, {})
+        #: group -> pair key -> how many of the group's hosts hold it (``overlaps``; kept once asked for)
+        self._overlaps: dict[Pair, Counter[str]] = {}
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -161,6 +164,12 @@ class Inventory:
         new_groups = self._groups(new) if not in_maintenance(new) else ()
         if old_groups == new_groups:
             return
+        if self._overlaps:
+            for group, table in self._overlaps.items():
+                if group in old_groups:
+                    table.subtract(_keys_of(old) or ())  # type: ignore[arg-type]
+                if group in new_groups:
+                    table.update(_keys_of(new) or ())
         for g in old_groups:
             self._count(g, -1, ts_ms)
             self._member(g, host, False)
@@ -298,6 +307,21 @@ class Inventory:
         The sets are the inventory's own: read them, never change them.
         """
         return self._by_pair, self._by_attr
+
+    def overlaps(self, group: Pair) -> Mapping[str, int]:
+        """``pair_key`` -> how many hosts of ``group`` hold it now (latest announcements, maintenance excluded).
+
+        What a static association's cohort shares with every other cohort
+        (``CohortCorrelation._inside_static``). Counted once when first
+        asked for and kept current as hosts move, so that a roll-out does not
+        cost a scan of the group's hosts per re-announced host.
+        """
+        table = self._overlaps.get(group)
+        if table is None:
+            table = self._overlaps[group] = Counter()
+            for host in self._by_pair.get(group, ()):
+                table.update(self.latest_keys(host))
+        return table
 
     def attributes_at(self, host: str, ts_ms: int) -> dict[str, str]:
         """Attributes in force for ``host`` at ``ts_ms`` (the earliest known if none yet)."""
