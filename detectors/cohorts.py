@@ -234,7 +234,7 @@ def _static_rho(st: CohortKey, pk: str) -> float:
 class InsideStatic(Struct):
     """A key's cohorts whose share its static associations raise, for one set of statics and inventory version.
 
-    ``of``: pair -> (the relative risk its share is expected at, the static pair that raises it).
+    ``of``: pair -> (the relative risk its share is expected at, the static pairs that raise it, in words).
     """
 
     statics: int = 0
@@ -756,7 +756,7 @@ class CohortCorrelation(Struct):
         return out
 
     def _inside_static(self, key: str, pk: str, inventory: Inventory) -> tuple[float, str]:
-        """(the relative risk ``pk``'s share is expected at, the static association that raises it) or (1, "").
+        """(the relative risk ``pk``'s share is expected at, the static associations that raise it) or (1, "").
 
         Why: a static association (a signature 3x as frequent on one node
         pool since day one) raises every cohort that holds its hosts: the
@@ -769,8 +769,9 @@ class CohortCorrelation(Struct):
         inside a static cohort of ``q`` (another attribute of the same key,
         long-run risk ``rho``) is expected at ``(p0 + x (rho - 1)) / (1 + q
         (rho - 1))`` of the units; only where that is above ``p0`` (a cohort
-        mostly outside is not tested more sharply for it). Of several, the
-        highest. Recomputed when the key's statics or the inventory change.
+        mostly outside is not tested more sharply for it). Several combine
+        (``_raised_by_statics``). Recomputed when the key's statics or the
+        inventory change.
         """
         n_static = self.static_keys.get(key, 0)
         if not n_static:
@@ -793,9 +794,10 @@ class CohortCorrelation(Struct):
         """
         sizes, attribute_hosts = inventory.sizes, inventory.attribute_hosts
         statics = sorted((-pc.rho, pk) for pk, pc in st.pairs.items() if pc.static and pc.rho > 1.0)
-        #: cohort -> (extra host weight inside it, names of the static cohorts that give it), and per
-        #: attribute the extra weight of all its hosts
-        extra: dict[str, list] = {}
+        #: cohort -> the extra weight of its hosts, and the static cohorts that give it; per attribute,
+        #: the extra weight of all the hosts announcing it
+        extra: dict[str, float] = {}
+        given_by: dict[str, list[str]] = {}
         extra_attr: dict[str, float] = {}
         seen: list[tuple[str, int]] = []
         for neg_rho, spk in statics:
@@ -814,9 +816,8 @@ class CohortCorrelation(Struct):
             for pk, x_hosts in table.items():
                 if x_hosts <= 0 or pk == spk:
                     continue
-                got = extra.setdefault(pk, [0.0, []])
-                got[0] += w * x_hosts
-                got[1].append("=".join(split_key(spk)))
+                extra[pk] = extra.get(pk, 0.0) + w * x_hosts
+                given_by.setdefault(pk, []).append("=".join(split_key(spk)))
             announcing: dict[str, int] = {}  # the static cohort's hosts that announce each attribute
             for pk, x_hosts in table.items():
                 if x_hosts > 0:
@@ -825,7 +826,7 @@ class CohortCorrelation(Struct):
             for a, n in announcing.items():
                 extra_attr[a] = extra_attr.get(a, 0.0) + w * n
         out: dict[str, tuple[float, str]] = {}
-        for pk, (x_w, names) in extra.items():
+        for pk, x_w in extra.items():
             pc = st.pairs.get(pk)
             a = pk[: pk.index("\x1f")]
             n_a, n1 = attribute_hosts.get(a, 0), sizes.get(pk, 0)
@@ -834,7 +835,7 @@ class CohortCorrelation(Struct):
             p0 = n1 / n_a
             share = (n1 + x_w) / (n_a + extra_attr.get(a, 0.0))
             if p0 < share < 1.0:
-                out[pk] = ((share / (1.0 - share)) / (p0 / (1.0 - p0)), " and ".join(names))
+                out[pk] = ((share / (1.0 - share)) / (p0 / (1.0 - p0)), " and ".join(given_by[pk]))
         return out
 
     def _rate_expected(self, st: CohortKey, a: str, i: int, g: tuple[float, ...], inventory: Inventory,
