@@ -464,6 +464,37 @@ def test_a_rack_inside_a_static_datacenter_is_expected_at_the_datacenters_risk(f
     assert before + after == [encode(a) for ev in events for a in whole.process(ev)]
 
 
+def test_a_static_associations_risk_is_learned_again_as_its_history_grows(fl: SimpleNamespace) -> None:
+    """Datacenter dc0 (a quarter of the hosts) holds 4/7 of a signature's crashes for ten days: odds ratio 4.
+
+    Its risk is first learned at the ticket, on day one, from a day's units
+    shrunk toward one. Learned again each day from the units older than a
+    week's scale, it moves toward 4 as they grow; a ticket's first guess
+    was what its rises and the cohorts inside it were measured against for
+    good.
+    """
+    import random
+
+    from fleetepi.detectors import Engine
+
+    rng = random.Random(11)
+    dc0, others = list(range(100)), list(range(100, 400))
+    cases = [fl.crash(fl.T0 + k * 15 * fl.MIN + rng.randrange(600_000),
+                      f"h{rng.choice(dc0 if rng.random() < 4 / 7 else others):04d}", STATIC_SIG, job=f"s{k}")
+             for k in range(4 * 24 * 10)]
+    engine = Engine(detectors=["hardware_correlation"])
+    core = engine.detectors[0].core  # type: ignore[attr-defined]
+    risks: list[float] = []
+    for ev in fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, fl.T0 + 10 * fl.DAY), cases):
+        engine.process(ev)
+        st = core.keys.get(STATIC_SIG)
+        pc = st.pairs.get("datacenter\x1fdc0") if st is not None else None
+        if pc is not None and pc.static and (not risks or pc.rho != risks[-1]):
+            risks.append(pc.rho)
+    assert len(risks) >= 3, risks
+    assert abs(risks[-1] - 4.0) < abs(risks[0] - 4.0) and abs(risks[-1] - 4.0) < 0.8, risks
+
+
 def test_three_hosts_of_a_rack_with_a_rare_signature_page_on_the_rate_test(fl: SimpleNamespace) -> None:
     """A signature seen six times in two days crashes twice on each of three hosts of rack r07 in 95 minutes.
 
