@@ -256,6 +256,11 @@ def at_risk(p0: float, rho: float) -> float:
     return p0 * rho / (p0 * rho + 1.0 - p0)
 
 
+def odds_ratio(share: float, p0: float) -> float:
+    """The relative risk (on the odds) that puts a share ``share`` of the units on ``p0`` of the host-time."""
+    return (share / (1 - share)) / (p0 / (1 - p0))
+
+
 class _Budget(Struct, frozen=True):
     """One step's weighted Benjamini-Hochberg: the weight of a spiking key's test, a watched key's, a static
     association's, any other's (``static`` 0: static associations have no tier of their own)."""
@@ -567,9 +572,7 @@ class CohortCorrelation(Struct):
                 eo_v, eo_a = e_v[L] - e_v[j], e_a[L] - e_a[j]
                 if eo_a <= 0 or eo_v <= 0 or eo_v >= eo_a:
                     continue
-                p0 = eo_v / eo_a
-                share = min(max((k_old + self.prior_units * p0) / (n_old + self.prior_units), 1e-9), 1 - 1e-9)
-                rho = max((share / (1 - share)) / (p0 / (1 - p0)), 1.0)
+                rho = max(self._shrunk_rr(k_old, n_old, eo_v / eo_a), 1.0)
                 if rho != pc.rho:
                     pc.rho, changed = rho, True
             if changed:
@@ -871,16 +874,15 @@ class CohortCorrelation(Struct):
             w = (-neg_rho - 1.0) * outside
             if w <= 0.0:
                 continue
-            for pk, x_hosts in table.items():
-                if x_hosts <= 0 or pk == spk:
-                    continue
-                extra[pk] = extra.get(pk, 0.0) + w * x_hosts
-                given_by.setdefault(pk, []).append("=".join(split_key(spk)))
             announcing: dict[str, int] = {}  # the static cohort's hosts that announce each attribute
             for pk, x_hosts in table.items():
-                if x_hosts > 0:
-                    a = pk[: pk.index("\x1f")]
-                    announcing[a] = announcing.get(a, 0) + x_hosts
+                if x_hosts <= 0:
+                    continue
+                a = pk[: pk.index("\x1f")]
+                announcing[a] = announcing.get(a, 0) + x_hosts
+                if pk != spk:
+                    extra[pk] = extra.get(pk, 0.0) + w * x_hosts
+                    given_by.setdefault(pk, []).append("=".join(split_key(spk)))
             for a, n in announcing.items():
                 extra_attr[a] = extra_attr.get(a, 0.0) + w * n
         out: dict[str, tuple[float, str]] = {}
@@ -893,7 +895,7 @@ class CohortCorrelation(Struct):
             p0 = n1 / n_a
             share = (n1 + x_w) / (n_a + extra_attr.get(a, 0.0))
             if p0 < share < 1.0:
-                out[pk] = ((share / (1.0 - share)) / (p0 / (1.0 - p0)), " and ".join(given_by[pk]))
+                out[pk] = (odds_ratio(share, p0), " and ".join(given_by[pk]))
         return out
 
     def _rate_expected(self, st: CohortKey, a: str, i: int, g: tuple[float, ...], inventory: Inventory,
@@ -1356,8 +1358,13 @@ class CohortCorrelation(Struct):
         if sh is None:
             return 1.0
         k, n, p0, _, _, _, _ = sh
+        return self._shrunk_rr(k, n, p0)
+
+    def _shrunk_rr(self, k: float, n: float, p0: float) -> float:
+        """The relative risk of ``k`` of ``n`` units on ``p0`` of the host-time, shrunk toward one by
+        ``prior_units`` pseudo-units at ``p0`` (few units say little: ``_classify``)."""
         share = (k + self.prior_units * p0) / (n + self.prior_units)
-        return (share / (1 - share)) / (p0 / (1 - p0)) if 0 < share < 1 and 0 < p0 < 1 else 1.0
+        return odds_ratio(share, p0) if 0 < share < 1 and 0 < p0 < 1 else 1.0
 
     def _classify(self, key: str, st: CohortKey, pc: PairCounts, t: _Test, now_ms: int, g: tuple[float, ...],
                   inventory: Inventory, clock: DecayClock) -> tuple[Literal["page", "ticket"], str, str]:
@@ -1393,7 +1400,7 @@ class CohortCorrelation(Struct):
         p_old = min(eo_v / eo_a, 1 - 1e-9)
         share_old = (c_old_k + self.prior_units * p_old) / (c_old_a + self.prior_units)
         share_old = min(max(share_old, 1e-9), 1 - 1e-9)
-        rho = (share_old / (1 - share_old)) / (p_old / (1 - p_old))
+        rho = odds_ratio(share_old, p_old)
         pi = t.p0 * rho / (t.p0 * rho + 1.0 - t.p0)
         p_rise = binom_sf_real(t.k, t.n, pi)
         if p_rise < self.rise_alpha:
