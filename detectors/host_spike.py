@@ -246,6 +246,7 @@ class HostSpike:
                     self.state.open.add(v.host)
                 elif a.state == "resolved":
                     self.state.open.discard(v.host)
+                    peers.close_episode(v.host)
         if self.state.cpu_touched:
             touched, self.state.cpu_touched = self.state.cpu_touched, set()
             for host in sorted(touched):

@@ -59,6 +59,10 @@ class HostCounts(Struct):
     chronic: bool = False
     ticket_until_ms: int = 0
     total: float = 0.0
+    #: the last day's units, (ms, inflated long-run weight), not yet in ``old``
+    young: list[tuple[int, float]] = field(default_factory=list)
+    #: inflated long-run units older than a day: the host's own earlier rate (``HostPeers._older``)
+    old: float = 0.0
 
 
 class Channel(Struct):
@@ -115,8 +119,8 @@ class HostPeers(Struct):
     start_ms: int | None = None
     next_chronic_ms: int = 0
     #: channels tested against peers and the fleet only, not the host's own earlier rate: a count that
-    #: has no healthy level of its own (odd-shaped crashes), where the own kernel would only hold the
-    #: outbreak's own recent units (a long kernel minus a day's keeps a third of a 10-hour-old unit)
+    #: has no healthy level of its own (odd-shaped crashes), where the host's past holds only an earlier
+    #: episode's units
     peers_only: tuple[str, ...] = ()
     #: channels with a support of their own (0 or absent: ``min_units``): a rare count (odd-shaped crashes,
     #: a host's hardware errors), where three independent reports in hours are already news and the shared
@@ -124,6 +128,8 @@ class HostPeers(Struct):
     channel_min_units: dict[str, float] = field(default_factory=dict)
     #: channels with an alpha of their own (absent: ``alpha``): a rare count is tested far less often
     channel_alpha: dict[str, float] = field(default_factory=dict)
+    #: a unit is part of its host's own earlier rate once it is this old (the longest acute scale)
+    own_gap_ms: int = DAY_MS
 
     def is_chronic_host(self, host: str) -> bool:
         """Is the host chronic on any channel?"""
@@ -163,6 +169,9 @@ class HostPeers(Struct):
                     groups[k] = list(wg)
                 else:
                     acc[:] = map(add, acc, wg)
+        st.young.append((ts_ms, wg[self.longrun]))
+        if st.young[0][0] <= ts_ms - self.own_gap_ms:
+            _age(st, ts_ms - self.own_gap_ms)
         st.total += w
         if ts_ms > st.last_ms:
             st.last_ms = ts_ms
@@ -220,12 +229,12 @@ class HostPeers(Struct):
         tau = clock.scales_s[i]
         L, A = self.longrun, self.acute[-1]
         mine = st.c[i] / g[i] if not st.chronic else 0.0
-        h_own = exposure_hours(inventory.since.get(host, now_ms), now_ms, tau)
-        # the host's own earlier rate: the long-run kernel minus the longest acute one (a day), so
-        # that an outbreak of the last hours is not yet part of what it is compared with
-        older = max(st.c[L] / g[L] - st.c[A] / g[A], 0.0)
         since = inventory.since.get(host, now_ms)
-        h_old = exposure_hours(since, now_ms, clock.scales_s[L]) - exposure_hours(since, now_ms, clock.scales_s[A])
+        h_own = exposure_hours(since, now_ms, tau)
+        older, h_old = self._older(st, since, now_ms, g, clock)
+        # what the peer groups' sums hold of this host's older units (their kernel: the long run minus the day)
+        leaky = max(st.c[L] / g[L] - st.c[A] / g[A], 0.0)
+        h_leaky = exposure_hours(since, now_ms, clock.scales_s[L]) - exposure_hours(since, now_ms, clock.scales_s[A])
         learn = use_own and not st.chronic and h_old >= 1.0
         a = self.nb_size
         size = min(a + older, self.nb_max_size) if learn else a
@@ -243,8 +252,8 @@ class HostPeers(Struct):
             r = max(units, 0.0) / expo
             prop = 1.0
             if learn and acc is not None:
-                old_units = acc[L] / g[L] - acc[A] / g[A] - older
-                old_expo = ex[L] - ex[A] - h_old
+                old_units = acc[L] / g[L] - acc[A] / g[A] - leaky
+                old_expo = ex[L] - ex[A] - h_leaky
                 if old_expo > 0:
                     prop = (a + older) / (a + max(old_units, 0.0) / old_expo * h_old)
             r *= prop
@@ -265,6 +274,29 @@ class HostPeers(Struct):
             if own > best:
                 best, basis = own, f"the host's own earlier rate ({h_old:.0f} h)"
         return best, basis, h_own, size
+
+    def _older(self, st: HostCounts, since_ms: int, now_ms: int, g: tuple[float, ...],
+               clock: DecayClock) -> tuple[float, float]:
+        """(the host's units older than a day, their host-hours), both on the long-run kernel.
+
+        Why not the long-run kernel minus the day's, as the peer groups are
+        taken: ``exp(-t / month) - exp(-t / day)`` keeps a fifth of a 6-hour-old
+        unit and half of a 16-hour-old one, so a failing host's own crashes
+        became its "earlier rate" as the outbreak went on, and its expected
+        count rose with its evidence (a failing-memory host of the tuning
+        seeds: 0.9 expected a day at its onset, 2.4 twenty hours in, found at
+        21 h). A unit counts once it is a day old, at its long-run weight.
+        """
+        # a host seen for under two days (the stream's first, a host just announced) has its first half as
+        # its past: nothing would be "earlier" for a day, and a host failing steadily since before the
+        # stream began would page on the peers alone before its chronic ticket
+        first = max(since_ms, self.start_ms or since_ms)
+        gap = min(self.own_gap_ms, (now_ms - first) // 2)
+        if st.young and st.young[0][0] <= now_ms - gap:
+            _age(st, now_ms - gap)
+        tau_l = clock.scales_s[self.longrun]
+        h_old = exposure_hours(since_ms, now_ms, tau_l) - exposure_hours(max(since_ms, now_ms - gap), now_ms, tau_l)
+        return st.old / g[self.longrun], h_old
 
     def _min_units(self, channel: str, resolving: bool = False) -> float:
         """The support a test needs; a channel with a support of its own holds its episode down to half of it.
@@ -389,6 +421,19 @@ class HostPeers(Struct):
                     f"peer sums",)))
         return out
 
+    def close_episode(self, host: str) -> None:
+        """The host's episode was paged and is over: what every channel holds of it is reported, not news.
+
+        One alert stands for a host's episode, whichever channel fired it. A
+        failing GPU link paged on its hardware errors; six hours after it
+        resolved, the crash channel (never fired, so nothing reported) still
+        held the same errors at the six-hour scale and paged the host again.
+        """
+        for ch in self.channels.values():
+            st = ch.hosts.get(host)
+            if st is not None and not st.firing:
+                st.reported, st.reported_d = list(st.c), list(st.d)
+
     def _exclude(self, ch: Channel, host: str, st: HostCounts, inventory: Inventory) -> None:
         st.chronic = True
         for k in ("", *inventory.latest_keys(host)):
@@ -409,9 +454,13 @@ class HostPeers(Struct):
     def rebase(self, factors: tuple[float, ...]) -> None:
         sq = tuple(f * f for f in factors)
         for ch in self.channels.values():
+            fl = factors[self.longrun]
             for st in ch.hosts.values():
                 scale_in_place(st.c, factors)
                 scale_in_place(st.d, sq)
+                st.old *= fl
+                if st.young:
+                    st.young = [(t, w * fl) for t, w in st.young]
                 scale_in_place(st.reported, factors)
                 scale_in_place(st.reported_d, sq)
             for acc in ch.groups.values():
@@ -431,6 +480,17 @@ class HostPeers(Struct):
         return {f"{h}|{c}": s.total for c, ch in self.channels.items() for h, s in ch.hosts.items()}
 
 
+def _age(st: HostCounts, cut_ms: int) -> None:
+    """Move the host's units dated at or before ``cut_ms`` from ``young`` into ``old``."""
+    keep = []
+    for t, w in st.young:
+        if t <= cut_ms:
+            st.old += w
+        else:
+            keep.append((t, w))
+    st.young = keep
+
+
 def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_units: float,
                            min_ratio: float) -> HostPeers:
     """A ``HostPeers`` on the engine's clock, with the shared host settings of ``DetectorConfig``."""
@@ -445,7 +505,7 @@ def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_
                      chronic_alpha=c.chronic_alpha, chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
                      chronic_min_ms=int(c.chronic_min_days * DAY_MS), warmup_ms=int(c.warmup_s * 1000),
                      cooldown_ms=int(c.cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),
-                     ttl_ms=int(c.key_ttl_s * 1000))
+                     ttl_ms=int(c.key_ttl_s * 1000), own_gap_ms=int(max(c.host_scales_s) * 1000))
 
 
 __all__ = ["Channel", "HostCounts", "HostPeers", "PeerVerdict", "host_peers_from_config"]

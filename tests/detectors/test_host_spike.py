@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from fleetepi.contract import ts_from_ms
 from fleetepi.detectors import DetectorConfig
 from fleetepi.detectors.findings import incident_signature
 from fleetepi.detectors.host_spike import odd_shape
@@ -276,6 +277,25 @@ def test_a_host_that_always_crashed_more_is_not_sick(fl: SimpleNamespace) -> Non
     events = fl.merged(fl.hosts(), _busy_week(fl, end), extra)
     alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
     assert not [a for a in alerts if a.severity == "page"], [a.summary for a in alerts]
+
+
+def test_a_host_s_own_failure_is_not_its_earlier_rate(fl: SimpleNamespace) -> None:
+    """A host that always crashed a little more (every 16 h), then fails: a crash an hour, each in another
+    signature. Its own crashes of the last day are not its "earlier rate": it pages within the day.
+
+    Taken as the long-run kernel minus the day's, its first hours of failure became its past as they aged,
+    the expected count rose with the evidence, and after two days it was a chronic ticket, never a page.
+    """
+    end, onset = fl.T0 + 9 * fl.DAY, fl.T0 + 6 * fl.DAY
+    own = [fl.crash(t, "h0042", f"app!step{k % 3} | libc!abort")
+           for k, t in enumerate(range(fl.T0 + fl.HOUR, onset, 16 * fl.HOUR))]
+    failing = [fl.crash(onset + k * fl.HOUR, "h0042", f"lib{k}!f{k} | libc!raise") for k in range(72)]
+    events = fl.merged(fl.hosts(), fl.background(200, fl.T0, end, rate_h=6.0), own, failing)
+    alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
+    mine = [a for a in alerts if a.host == "h0042"]
+    assert mine and mine[0].severity == "page" and mine[0].finding == "sick_host", [a.summary for a in mine]
+    assert mine[0].ts < ts_from_ms(onset + fl.DAY)
+    assert not [a for a in alerts if a.host != "h0042" and a.severity == "page"]
 
 
 def test_a_ticketed_crash_loop_leaves_its_host_s_count(fl: SimpleNamespace) -> None:
