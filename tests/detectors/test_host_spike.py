@@ -298,6 +298,27 @@ def test_a_host_s_own_failure_is_not_its_earlier_rate(fl: SimpleNamespace) -> No
     assert not [a for a in alerts if a.host != "h0042" and a.severity == "page"]
 
 
+def test_a_host_s_second_episode_is_judged_on_its_own_errors(fl: SimpleNamespace) -> None:
+    """Xid 79/119 and nine crashes in half an hour page; the host calms down and the alert resolves; its
+    errors come back an hour later for two and a half hours. The second page stands on the new errors,
+    and resolves within hours of the last one.
+
+    The first episode's Xids were still news on the hardware channel (it never fired, the crash channel
+    did): the second page stood on them at the six-hour scale, and stayed open for 17 hours.
+    """
+    at, end = fl.T0 + 7 * fl.DAY, fl.T0 + 8 * fl.DAY
+    errors = [fl.tel(at + t, "h0042", "xid", 79 if k % 2 else 119)
+              for k, t in enumerate([*range(0, 30 * fl.MIN, 10 * fl.MIN), *range(2 * fl.HOUR, 271 * fl.MIN, 15 * fl.MIN)])]
+    crashes = [fl.crash(at + 5 * fl.MIN + k * 6 * fl.MIN, "h0042", f"sig{(13 * k) % 60:02d}") for k in range(9)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), errors, crashes, [fl.crash(at + 9 * fl.HOUR, "h0042", "sig05")])
+    alerts = [a for a in fl.run(events, detectors=["host_spike"], end_ms=end) if a.host == "h0042"]
+    assert [a.state for a in alerts] == ["firing", "resolved", "firing", "resolved"], [a.summary for a in alerts]
+    second, over = alerts[2], alerts[3]
+    assert second.finding == "hardware_errors" and second.ts > ts_from_ms(at + 2 * fl.HOUR)
+    assert "over ~1 h" in (second.summary or ""), second.summary
+    assert over.ts < ts_from_ms(at + 8 * fl.HOUR), over.ts
+
+
 def test_a_ticketed_crash_loop_leaves_its_host_s_count(fl: SimpleNamespace) -> None:
     """A pod crash-looping for two days on a host with an ordinary week: one ticket, then no page.
 
