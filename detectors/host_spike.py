@@ -133,7 +133,7 @@ class HostSpike:
     """Fires once per episode when a host stands out; says whether it is sick, broken, looping or chronic."""
 
     name: ClassVar[str] = "host_spike"
-    state_version: ClassVar[str] = "host_spike/3"
+    state_version: ClassVar[str] = "host_spike/4"
 
     def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
         c = self.config = config

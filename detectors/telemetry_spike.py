@@ -49,7 +49,7 @@ class TelemetryHostSpike:
     """One host's errors of one channel against its peers and its own past."""
 
     name: ClassVar[str] = "telemetry_host"
-    state_version: ClassVar[str] = "telemetry_host/3"
+    state_version: ClassVar[str] = "telemetry_host/4"
 
     def __init__(self, config: DetectorConfig, clock: DecayClock) -> None:
         c = self.config = config
