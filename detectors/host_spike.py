@@ -208,6 +208,9 @@ class HostSpike:
         # signature crashing oddly again and again (a pod looping on a garbage pointer) is one bug
         if odd and _new_unit(e, "o\x1f" + sig, case.ts_ms, ODD_SIGNATURE_GAP_MS):
             self.state.peers.observe(case.host, ODD_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
+            # and among the host's signs of failing hardware: memory that fails shows both, a Xid 48 and
+            # then wild pointers and bit flips in whatever runs, neither three of a kind for hours
+            self.state.peers.observe(case.host, HW_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
 
     def _fold_hw(self, case: Case, ctx: Context) -> None:
         e = self._evidence(case.host)
@@ -349,7 +352,9 @@ class HostSpike:
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
         else:
             finding, what = "sick_host", "crashing far above its peers"
-        units = {ODD_CHANNEL: "odd-shaped crashes", HW_CHANNEL: "hardware errors"}.get(v.channel, "crash/error units")
+        units = {ODD_CHANNEL: "odd-shaped crashes",
+                 HW_CHANNEL: "hardware errors" + (" and odd-shaped crashes" if odd >= 0.5 else "")
+                 }.get(v.channel, "crash/error units")
         summary = (f"host {host} {what}: {v.observed:.3g} {units} over ~{span(v.window_s)} vs "
                    f"{v.expected:.2g} expected from {v.basis}; last day: {n_sigs} signatures, {odd:.3g} odd-shaped "
                    f"crashes, {hw:.3g} hardware errors")
