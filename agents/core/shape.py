@@ -22,6 +22,7 @@ from fleetepi.contract.shapes import (
     IP_BITFLIP,
     IP_NOT_EXECUTABLE,
     IP_ZERO,
+    MEMORY_POISONED,
     REG_BITFLIP,
     SP_MISALIGNED,
     SP_UNMAPPED,
@@ -33,6 +34,9 @@ NULL_PAGE_LIMIT = 0x10000
 KERNEL_START = 0xFFFF800000000000
 #: ``si_code`` of a general-protection fault: the kernel reports no address.
 SI_KERNEL = 0x80
+#: ``si_code`` of a SIGBUS for memory a machine check poisoned: read now (``BUS_MCEERR_AR``), found ahead
+#: of use (``BUS_MCEERR_AO``). The kernel's own word that the machine, not the code, failed.
+BUS_MCEERR = frozenset({4, 5})
 #: A value this close to a mapping is a near miss (end pointers), not a flip.
 _NEAR = 64 * 1024
 #: Weight of a pointer register hit relative to a fault address hit.
@@ -111,6 +115,8 @@ def crash_shape(
             shape.fault_class = classify_fault(siginfo.addr, is_mapped)
         elif siginfo.signo in (_signal.SIGSEGV, _signal.SIGBUS) and siginfo.code == SI_KERNEL:
             shape.flags.append(GP_FAULT)  # non-canonical access or similar: no address reported
+        if siginfo.signo == _signal.SIGBUS and siginfo.code in BUS_MCEERR:
+            shape.flags.append(MEMORY_POISONED)
     if regs is None:
         return shape
     rip, rsp = regs["rip"], regs["rsp"]

@@ -13,7 +13,9 @@ to a non-canonical address, which no pointer the program computed correctly
 holds. A jump to NULL, a jump into data, a stack pointer past the stack and
 a fault next to a mapping are what software bugs look like. A bit flip is
 judged by ``Crash.bitflip_score`` (1/k for k candidate bits), not by its
-``*_bitflip`` flags, which any pointer with one mapped neighbour gets.
+``*_bitflip`` flags, which any pointer with one mapped neighbour gets. And a
+SIGBUS whose ``si_code`` is ``BUS_MCEERR_AR``/``BUS_MCEERR_AO`` is the kernel
+saying so outright: the process touched memory a machine check poisoned.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ REG_BITFLIP = "reg_bitflip"
 GP_FAULT = "gp_fault"
 IP_OUTSIDE_MODULE = "ip_outside_module"
 IN_SIGNAL_HANDLER = "in_signal_handler"
+MEMORY_POISONED = "memory_poisoned"
 
 #: The simulator's names (its classic preset is held byte for byte to the first recordings), read as the agents'.
 ALIASES = {"return_to_null": IP_ZERO, "misaligned_sp": SP_MISALIGNED, "bit_flip_address": FAULT_BITFLIP}
 
 #: Flags that no correctly computing machine produces.
-HARDWARE_FLAGS = frozenset({SP_MISALIGNED, GP_FAULT})
+HARDWARE_FLAGS = frozenset({SP_MISALIGNED, GP_FAULT, MEMORY_POISONED})
 #: ``Crash.fault_class`` values that no pointer the program computed correctly holds.
 HARDWARE_FAULT_CLASSES = frozenset({"non_canonical"})
 #: A bit-flip score at or above this is a flip (one or two candidate bits); below, a pointer that merely has
@@ -64,5 +67,5 @@ def silicon_evidence(flags: Iterable[str] | None, bitflip_score: float | None, f
 
 
 __all__ = ["ALIASES", "BITFLIP_MIN", "FAULT_BITFLIP", "GP_FAULT", "HARDWARE_FAULT_CLASSES", "HARDWARE_FLAGS", "IN_SIGNAL_HANDLER", "IP_BITFLIP",
-           "IP_NOT_EXECUTABLE", "IP_OUTSIDE_MODULE", "IP_ZERO", "REG_BITFLIP", "SP_MISALIGNED", "SP_UNMAPPED", "canonical_flag",
+           "IP_NOT_EXECUTABLE", "IP_OUTSIDE_MODULE", "IP_ZERO", "MEMORY_POISONED", "REG_BITFLIP", "SP_MISALIGNED", "SP_UNMAPPED", "canonical_flag",
            "hardware_flags", "silicon_evidence"]

@@ -22,3 +22,4 @@ def test_the_simulator_s_names_read_as_the_agents() -> None:
     assert shapes.hardware_flags(["misaligned_sp", "return_to_null", "bit_flip_address"]) == [shapes.SP_MISALIGNED]
     assert shapes.hardware_flags([shapes.IP_ZERO, shapes.SP_UNMAPPED, shapes.FAULT_BITFLIP]) == []
     assert shapes.hardware_flags([shapes.GP_FAULT]) == [shapes.GP_FAULT]
+    assert shapes.hardware_flags([shapes.MEMORY_POISONED]) == [shapes.MEMORY_POISONED]

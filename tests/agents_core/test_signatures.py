@@ -266,6 +266,7 @@ def test_uncaught_cpp_exception_is_demangled_and_skips_terminate(analyzer, core_
     ("segv", False),   # a NULL store
     ("abort", False),
     ("flip", True),    # a heap pointer one bit off: what a miscomputing CPU leaves
+    ("mce", True),     # SIGBUS BUS_MCEERR_AR: the kernel says a machine check poisoned the page it read
 ])
 def test_the_host_detector_reads_the_agent_s_shapes(analyzer, core_factory, mode, odd):  # type: ignore[no-untyped-def]
     """Real cores through ``host_spike``'s shape test: the agent's flag names are the detector's.
@@ -279,3 +280,30 @@ def test_the_host_detector_reads_the_agent_s_shapes(analyzer, core_factory, mode
 
     crash = crash_of(analyzer, core_factory("pie_fp_g", mode))
     assert odd_shape(crash, DetectorConfig().host_bitflip_min) is odd, (crash.shape_flags, crash.bitflip_score)
+
+
+def test_a_sigbus_for_poisoned_memory_is_the_machine_s_fault(analyzer, core_factory):  # type: ignore[no-untyped-def]
+    """A process that read a page a machine check had poisoned: the kernel's SIGBUS carries
+    ``BUS_MCEERR_AR`` and the address, and the core's siginfo keeps both. The agent flags it; a SIGBUS
+    of a bad mapping (``BUS_ADRERR``) is software's."""
+    crash = crash_of(analyzer, core_factory("pie_fp_g", "mce"))
+    assert (crash.signal, crash.si_code) == ("SIGBUS", 4)
+    assert crash.fault_address is not None and crash.fault_class == "mapped"
+    assert "memory_poisoned" in (crash.shape_flags or [])
+    assert "crashy!mce_leaf" in crash.signature
+
+
+def test_only_the_machine_check_codes_of_sigbus_are_poisoned_memory() -> None:
+    import signal
+
+    from fleetepi.agents.core.notes import SigInfo
+    from fleetepi.agents.core.shape import crash_shape
+
+    def mapped(addr: int) -> bool:
+        return True
+
+    for code, poisoned in ((2, False), (3, False), (4, True), (5, True)):  # ADRERR, OBJERR, MCEERR_AR, MCEERR_AO
+        shape = crash_shape(None, SigInfo(signal.SIGBUS, 0, code, 0x7F0000001000), mapped, mapped)
+        assert ("memory_poisoned" in shape.flags) is poisoned, code
+    segv = crash_shape(None, SigInfo(signal.SIGSEGV, 0, 4, 0x7F0000001000), mapped, mapped)
+    assert "memory_poisoned" not in segv.flags  # si_code 4 of SIGSEGV is SEGV_PKUERR, not a machine check

@@ -1,6 +1,6 @@
 /* Crashes on purpose, at known functions, through a few named frames.
  * argv[1] picks the crash: segv, other, abort, assert, null, flip, handler,
- * handler_flip, wait, big.
+ * handler_flip, mce, wait, big.
  * Every function is noinline and does work after its call, so no build
  * flag turns a frame into a tail call. */
 #include <assert.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define NOINL __attribute__((noinline))
@@ -55,6 +56,21 @@ NOINL void handler_flip_top(void) {
     sink++;
 }
 
+/* What the kernel sends a process that reads memory a machine check has poisoned: SIGBUS with si_code
+ * BUS_MCEERR_AR (4) and the address. No machine here can poison a page (MADV_HWPOISON needs
+ * CONFIG_MEMORY_FAILURE), so the process queues that exact siginfo to itself, which Linux allows for a
+ * process's own signals; the kernel then dumps core with it as it would. */
+NOINL void mce_leaf(char *p) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = SIGBUS;
+    si.si_code = 4; /* BUS_MCEERR_AR */
+    si.si_addr = p;
+    syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, &si);
+    sink += p[0];
+}
+NOINL void mce_top(void) { char *p = malloc(4096); p[0] = 1; mce_leaf(p); sink++; }
+
 NOINL void wait_top(void) { for (;;) pause(); }
 
 /* Touch about 1 GiB (argv[2] MiB), then crash: the benchmark's big core. */
@@ -75,6 +91,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "flip")) flip_top();
     else if (!strcmp(mode, "handler")) handler_top();
     else if (!strcmp(mode, "handler_flip")) handler_flip_top();
+    else if (!strcmp(mode, "mce")) mce_top();
     else if (!strcmp(mode, "wait")) { puts("waiting"); fflush(stdout); wait_top(); }
     else if (!strcmp(mode, "big")) big_top(argc > 2 ? atol(argv[2]) : 1024);
     fprintf(stderr, "unknown mode %s\n", mode);
