@@ -19,6 +19,15 @@ parser keeps across lines is only the cgroup of a pending OOM kill.
   the site (``python3.11`` and ``python3`` are one name); the job comes from
   the ``task_memcg`` of the ``oom-kill:`` line just before it (Slurm's
   ``/slurm/uid_U/job_J/...``, a Kubernetes ``pod<uid>`` slice).
+* ``memory_failure``: the kernel killing a process that touched memory a
+  machine check poisoned: ``Memory failure: PFN: Sending SIGBUS to comm:pid due
+  to hardware memory corruption`` (5.3 on; ``Killing comm:pid`` before), ``MCE:
+  Killing comm:pid due to hardware memory corruption fault at ADDR`` (the x86
+  page-fault path, with the virtual address) and the older ``MCE PFN: Killing
+  comm:pid early ...``. The crash is a SIGBUS flagged ``memory_poisoned``, as a
+  core dump of the same death is (``si_code`` BUS_MCEERR_AR/AO): where cores are
+  off or the process was too large to dump, the kernel's line is the only
+  trace that the machine, not the code, failed.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from fleetepi.agents.core.shape import classify_fault
-from fleetepi.contract.shapes import GP_FAULT, IP_OUTSIDE_MODULE, IP_ZERO, SP_MISALIGNED
+from fleetepi.contract.shapes import GP_FAULT, IP_OUTSIDE_MODULE, IP_ZERO, MEMORY_POISONED, SP_MISALIGNED
 
 _SEGFAULT = re.compile(
     r"(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip (?P<ip>[0-9a-f]+) sp (?P<sp>[0-9a-f]+)"
@@ -39,6 +48,9 @@ _TRAP = re.compile(
     r"(?:.*?likely on CPU (?P<cpu>\d+))?")
 _OOM = re.compile(r"(?P<cg>Memory cgroup out|Out) of memory: Killed process (?P<pid>\d+) \((?P<comm>[^)]*)\)")
 _MEMCG = re.compile(r"task_memcg=(?P<memcg>[^,\s]*).*?,pid=(?P<pid>\d+)")
+_MEMORY_FAILURE = re.compile(
+    r"(?:Memory failure|Memory error may not recovered|MCE)(?::\s*|\s+)(?:(?P<pfn>0x[0-9a-f]+):\s*)?(?:Sending SIGBUS to|Killing)"
+    r" (?P<comm>.+?):(?P<pid>\d+)(?P<early> early)? due to hardware memory corruption(?: fault at (?P<addr>[0-9a-f]+))?")
 _TRAP_SIGNAL = {"general protection fault": "SIGSEGV", "trap invalid opcode": "SIGILL", "trap divide error": "SIGFPE",
                 "trap int3": "SIGTRAP"}
 #: cgroup path -> job id: Slurm's job directory, a Kubernetes pod slice, a systemd unit of a job runner.
@@ -137,10 +149,29 @@ def oom_kill(text: str, memcg_of_pid: dict[int, str] | None = None) -> CrashFiel
                        job=job_from_cgroup(memcg) if memcg else None, pid=pid)
 
 
+def memory_failure(text: str) -> CrashFields | None:
+    m = _MEMORY_FAILURE.search(text)
+    if m is None:
+        return None
+    name = process_name(m.group("comm"))
+    notes = ["kernel: killed for touching memory a machine check poisoned"
+             + (" (found ahead of use: action optional)" if m.group("early") else "")]
+    if m.group("pfn"):
+        notes.append(f"kernel: physical page {m.group('pfn')}")
+    addr = f"0x{int(m.group('addr'), 16):x}" if m.group("addr") else None
+    return CrashFields(signature=f"memory_failure!{name}", signal="SIGBUS", executable=name, fault_address=addr,
+                       fault_class="mapped" if addr else None, shape_flags=[MEMORY_POISONED], notes=notes,
+                       pid=int(m.group("pid")))
+
+
 def oom_memcg(text: str) -> tuple[int, str] | None:
     """``(pid, task_memcg)`` of an ``oom-kill:`` line, for the kill line that follows."""
     m = _MEMCG.search(text)
     return (int(m.group("pid")), m.group("memcg")) if m else None
 
 
-__all__ = ["CrashFields", "job_from_cgroup", "oom_kill", "oom_memcg", "process_name", "segfault", "trap"]
+#: extractors that read one line alone (``oom_kill`` also takes the cgroups of the lines before it)
+LINE_EXTRACTORS = {"segfault": segfault, "trap": trap, "memory_failure": memory_failure}
+
+
+__all__ = ["LINE_EXTRACTORS", "CrashFields", "job_from_cgroup", "memory_failure", "oom_kill", "oom_memcg", "process_name", "segfault", "trap"]

@@ -204,14 +204,11 @@ class AppLogParser:
         return outcome
 
     def _rule_failure(self, rule: LineRule, m: re.Match[str], text: str) -> Failure | None:
-        if rule.extract == "segfault":
-            fields = crashlines.segfault(text)
-        elif rule.extract == "trap":
-            fields = crashlines.trap(text)
-        elif rule.extract == "oom_kill":
+        if rule.extract == "oom_kill":
             fields = crashlines.oom_kill(text, self._memcg)
         else:
-            fields = None
+            one_line = crashlines.LINE_EXTRACTORS.get(rule.extract or "")
+            fields = one_line(text) if one_line else None
         assert rule.origin is not None
         if rule.extract:
             if fields is None:

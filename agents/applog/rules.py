@@ -33,7 +33,7 @@ from fleetepi.agents.telemetry.rules import _rule_lines
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "app-log"
 ORIGINS = ("python_traceback", "kernel_log", "watchdog", "oom_kill", "runtime_error")
-EXTRACTORS = ("oom_kill", "oom_memcg", "segfault", "trap")
+EXTRACTORS = ("oom_kill", "oom_memcg", "segfault", "trap", "memory_failure")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _KNOWN = {"name", "pattern", "reject", "origin", "signature", "signal", "extract", "continuation", "samples", "comment", "needles"}
 _TEMPLATE_FIELD = re.compile(r"{([\w|]+)}")

@@ -177,7 +177,7 @@ class KernelLogParser:
                 self._memcg[got[0]] = got[1]
             return Rejected(rule.name, rule.reject or "oom_kill_detail")
         fields = (crashlines.oom_kill(text, self._memcg) if rule.crash == "oom_kill"
-                  else crashlines.segfault(text) if rule.crash == "segfault" else crashlines.trap(text))
+                  else crashlines.LINE_EXTRACTORS[rule.crash or ""](text))
         if fields is None:
             return Rejected(rule.name, "unparsed_crash_line")
         return CrashLine(rule.name, CRASH_EXTRACTORS[rule.crash or ""] or "kernel_log", fields)

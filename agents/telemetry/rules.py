@@ -25,7 +25,8 @@ _KNOWN = {
     "device", "severity_from_text", "unless_recent", "samples", "comment", "crash", "remember", "device_from",
 }
 #: crash extractors a rule may name (``fleetepi.agents.applog.crashlines``) and the origin of their events
-CRASH_EXTRACTORS = {"segfault": "kernel_log", "trap": "kernel_log", "oom_kill": "oom_kill", "oom_memcg": None}
+CRASH_EXTRACTORS = {"segfault": "kernel_log", "trap": "kernel_log", "memory_failure": "kernel_log", "oom_kill": "oom_kill",
+                    "oom_memcg": None}
 
 
 #: Reasons the parser itself gives (the rules add theirs): blank, matched by

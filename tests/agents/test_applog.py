@@ -182,6 +182,10 @@ class TestParser:
         ]))}
         assert got["watchdog_timeout!BROADCAST"].origin == "watchdog"
         assert got["c10::DistBackendError"].signal == "SIGABRT"
+        # the kernel's kill line for a process that touched poisoned memory, as syslog carries it
+        mf = failures_of("Mar  9 19:48:24 n17 kernel: [77187.055103] Memory failure: 0x1840200: Killing cellsrv:33395 "
+                         "due to hardware memory corruption")
+        assert [(f.signature, f.signal, f.shape_flags) for f in mf] == [("memory_failure!cellsrv", "SIGBUS", ["memory_poisoned"])]
         # a lone exception line keeps its normalised message in the signature (no frames to tell it apart)
         assert "ValueError: expected input of shape <shape> but got <shape> on <device_or_rank>" in got
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from fleetepi.agents.exceptions import RuleFileError
-from fleetepi.agents.telemetry.kmsg import to_crash, to_telemetry
+from fleetepi.agents.telemetry.kmsg import LogFileSource, to_crash, to_telemetry
 from fleetepi.agents.telemetry.logparse import CrashLine, KernelLogParser, Parsed, Rejected, strip_prefix
 from fleetepi.agents.telemetry.rules import load_rules, reasons
 from fleetepi.agents.telemetry.xid import RULES_DIR, load_catalog, normalize_pci
-from fleetepi.contract import ts_from_ms
+from fleetepi.contract import Crash, ts_from_ms
+from fleetepi.detectors.host_spike import odd_shape
 
 DATA = Path(__file__).parent / "data"
 LOG_FILES = ("xid.txt", "ecc.txt", "misc.txt", "nccl.txt", "oom.txt")
@@ -369,6 +370,32 @@ class TestLinesMissedBefore:
         events = [o for o in got if isinstance(o, Parsed)]
         assert len(events) == 1 and (events[0].kind, events[0].device, events[0].severity) == ("other", "cpu7", "critical")
         assert events[0].message.startswith("mce_uncorrected: ")
+
+    def test_a_process_killed_for_poisoned_memory_is_a_sigbus_of_the_machine(self, tmp_path, validate):
+        """The memory-failure handler's kill line in each kernel's wording: a crash whether or not a core came."""
+        log = tmp_path / "kern.log"
+        log.write_text("\n".join([
+            # 4.x-5.2 wording (a real line from the patch that reworded it), the x86 fault path (a real syslog line),
+            # 5.3 on, and the handler's other lines, which say what it did with the page
+            "[188988.765862] Memory failure: 0x1840200: Killing cellsrv:33395 due to hardware memory corruption",
+            "Mar  9 19:48:24 defiant kernel: [77187.055103] MCE: Killing uffd-unit-tests:1321817 due to hardware memory "
+            "corruption fault at 4631e000",
+            "[88690.498473] Memory failure: 0x40272d: Sending SIGBUS to pt_main_thread:2536443 due to hardware memory corruption",
+            "[88690.498619] Memory failure: 0x40272d: recovery action for dirty LRU page: Recovered",
+            "[88690.498619] Memory failure: 0x40272d: unhandlable page.",
+        ]) + "\n")
+        src = LogFileSource("h1", str(log))
+        crashes = [e for e in src.poll(0) + src.drain(0) if isinstance(e, Crash)]
+        by_sig = {c.signature: c for c in crashes}
+        assert sorted(by_sig) == ["memory_failure!cellsrv", "memory_failure!pt_main_thread", "memory_failure!uffd-unit-tests"]
+        for c in crashes:
+            assert (c.signal, c.origin, c.shape_flags) == ("SIGBUS", "kernel_log", ["memory_poisoned"])
+            assert odd_shape(c, 0.5), "the host detector counts it among the machine's signs"
+            validate(c)
+        fault = by_sig["memory_failure!uffd-unit-tests"]
+        assert (fault.fault_address, fault.fault_class) == ("0x4631e000", "mapped")
+        assert any("physical page 0x1840200" in n for n in by_sig["memory_failure!cellsrv"].notes)
+        assert src.outcomes["memory_failure_detail"] == 2 and src.outcomes["no_rule"] == 0
 
     def test_trap_and_segfault_with_cpu(self, validate):
         seg = KernelLogParser().parse("python3[5521]: segfault at 0 ip 00007f3a1b2c4d5e sp 00007ffd3a1b2c40 error 6 in "
