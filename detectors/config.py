@@ -55,6 +55,11 @@ class DetectorConfig:
     warmup_s: float = 24 * 3600.0
     #: After an alert resolves, the same entity cannot fire again for this long.
     cooldown_s: float = 6 * 3600.0
+    #: The same for one channel of one host (host_spike, telemetry_host). Shorter: what a host's new
+    #: test counts is only what came after its last episode resolved (``HostPeers``' reported counts), so
+    #: a relapse stands on its own evidence; under ``cooldown_s`` a failing host's second burst two hours
+    #: after its first went unpaged, its crashes decayed by the time the six hours were up.
+    host_cooldown_s: float = 3600.0
     #: A key (signature, host, telemetry code) idle this long is forgotten.
     key_ttl_s: float = 40 * 86400.0
     #: Most keys one detector keeps; beyond it the quietest are evicted (never a firing one).
@@ -269,7 +274,7 @@ class DetectorConfig:
                      "host_hw_min_units"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("warmup_s", "cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",
+        for name in ("warmup_s", "cooldown_s", "host_cooldown_s", "key_ttl_s", "allowed_lateness_s", "max_future_s",
                      "ticket_cooldown_s", "hour_prior_units", "corr_alpha_look_s", "sig_alpha_look_s",
                      "tel_cohort_rate_max_s", "corr_rate_max_s"):
             if getattr(self, name) < 0:

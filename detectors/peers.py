@@ -504,7 +504,7 @@ def host_peers_from_config(cfg: object, clock: DecayClock, *, alpha: float, min_
                      nb_size=c.host_nb_size, nb_max_size=c.host_nb_max_size, min_peers=c.host_min_peers,
                      chronic_alpha=c.chronic_alpha, chronic_min_ratio=c.chronic_min_ratio, chronic_min_units=c.chronic_min_units,
                      chronic_min_ms=int(c.chronic_min_days * DAY_MS), warmup_ms=int(c.warmup_s * 1000),
-                     cooldown_ms=int(c.cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),
+                     cooldown_ms=int(c.host_cooldown_s * 1000), ticket_cooldown_ms=int(c.ticket_cooldown_s * 1000),
                      ttl_ms=int(c.key_ttl_s * 1000), own_gap_ms=int(max(c.host_scales_s) * 1000))
 
 

@@ -304,7 +304,9 @@ def test_a_host_s_second_episode_is_judged_on_its_own_errors(fl: SimpleNamespace
     and resolves within hours of the last one.
 
     The first episode's Xids were still news on the hardware channel (it never fired, the crash channel
-    did): the second page stood on them at the six-hour scale, and stayed open for 17 hours.
+    did): the second page stood on them at the six-hour scale, and stayed open for 17 hours. Now the crash
+    channel, out of its hour of cooldown, counts the new errors too (at the six-hour scale): the episode
+    ends when that scale is back in line, about six hours after the last error.
     """
     at, end = fl.T0 + 7 * fl.DAY, fl.T0 + 8 * fl.DAY
     errors = [fl.tel(at + t, "h0042", "xid", 79 if k % 2 else 119)
@@ -316,7 +318,30 @@ def test_a_host_s_second_episode_is_judged_on_its_own_errors(fl: SimpleNamespace
     second, over = alerts[2], alerts[3]
     assert second.finding == "hardware_errors" and second.ts > ts_from_ms(at + 2 * fl.HOUR)
     assert "over ~1 h" in (second.summary or ""), second.summary
-    assert over.ts < ts_from_ms(at + 8 * fl.HOUR), over.ts
+    assert over.ts < ts_from_ms(at + 11 * fl.HOUR), over.ts
+
+
+def test_a_host_that_relapses_two_hours_after_its_page_resolved_pages_again(fl: SimpleNamespace) -> None:
+    """Nine crashes in nine signatures in under an hour page; the host calms down and the alert resolves;
+    two hours later it crashes a dozen times in 70 minutes. The relapse pages within the hour, on its own
+    crashes (the first burst's are reported, not news).
+
+    Under the fleet-wide six-hour cooldown the relapse was never paged: by the time the channel could fire
+    again its crashes had decayed below the test at every scale.
+    """
+    at, end = fl.T0 + 7 * fl.DAY, fl.T0 + 8 * fl.DAY
+    first = [fl.crash(at + 5 * fl.MIN + k * 6 * fl.MIN, "h0042", f"sig{(13 * k) % 60:02d}") for k in range(9)]
+    relapse = [fl.crash(at + 4 * fl.HOUR + k * 6 * fl.MIN, "h0042", f"sig{(7 * k + 3) % 60:02d}") for k in range(12)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), first, relapse)
+    alerts = [a for a in fl.run(events, detectors=["host_spike"], end_ms=end) if a.host == "h0042"]
+    assert [a.state for a in alerts] == ["firing", "resolved", "firing", "resolved"], [a.summary for a in alerts]
+    assert alerts[1].ts < ts_from_ms(at + 2 * fl.HOUR)
+    assert ts_from_ms(at + 4 * fl.HOUR) < alerts[2].ts < ts_from_ms(at + 5 * fl.HOUR), alerts[2].ts
+    assert "over ~1 h" in (alerts[2].summary or ""), alerts[2].summary
+    # with the old cooldown the same crashes page once
+    old = DetectorConfig(host_cooldown_s=6 * 3600.0)
+    again = [a for a in fl.run(events, detectors=["host_spike"], end_ms=end, config=old) if a.host == "h0042"]
+    assert [a.state for a in again] == ["firing", "resolved"], [a.summary for a in again]
 
 
 def test_a_xid_48_and_two_odd_shaped_crashes_are_three_signs_of_failing_hardware(fl: SimpleNamespace) -> None:
