@@ -38,7 +38,7 @@ import msgspec
 from msgspec import Struct, field
 
 from fleetepi.contract import Alert, Crash, Telemetry, ts_from_ms
-from fleetepi.contract.shapes import silicon_evidence
+from fleetepi.contract.shapes import MEMORY_POISONED, silicon_evidence
 from fleetepi.detectors.base import Context
 from fleetepi.detectors.cases import Case
 from fleetepi.detectors.config import DetectorConfig
@@ -206,21 +206,34 @@ class HostSpike:
         # at which healthy hosts corrupt memory (near zero) three of them in hours are news. A
         # signature counts there once a day: corruption crashes whatever runs on the host, while one
         # signature crashing oddly again and again (a pod looping on a garbage pointer) is one bug
+        poisoned = MEMORY_POISONED in (crash.shape_flags or ())
         if odd and _new_unit(e, "o\x1f" + sig, case.ts_ms, ODD_SIGNATURE_GAP_MS):
             self.state.peers.observe(case.host, ODD_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
-            # and among the host's signs of failing hardware: memory that fails shows both, a Xid 48 and
-            # then wild pointers and bit flips in whatever runs, neither three of a kind for hours
+            if not poisoned:
+                # and among the host's signs of failing hardware: memory that fails shows both, a Xid 48
+                # and then wild pointers and bit flips in whatever runs, neither three of a kind for hours
+                self.state.peers.observe(case.host, HW_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
+        if poisoned and self._hw_unit(e, "h\x1f" + MEMORY_POISONED, case.ts_ms, gd):
+            # the kernel's own word that a machine check poisoned the memory this process read: an
+            # uncorrectable memory error, whatever signature the victim had. The kernel retires each
+            # poisoned page, so the same process dying again is another page failing, not one bug
+            # repeating: a hardware error of the host each time (one a step), never a crash loop
             self.state.peers.observe(case.host, HW_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
+
+    def _hw_unit(self, e: Evidence, key: str, ts_ms: int, gd: float) -> bool:
+        """Is this hardware error a new unit of the host (one per channel and step: a flood is one report)?"""
+        step = ts_ms // self._step_ms
+        if e.last_unit.get(key) == step:
+            return False
+        e.last_unit[key] = step
+        e.hw += gd
+        return True
 
     def _fold_hw(self, case: Case, ctx: Context) -> None:
         e = self._evidence(case.host)
         e.last_ms = max(e.last_ms, case.ts_ms)
-        step = case.ts_ms // self._step_ms
-        key = "h\x1f" + case.channel
-        if e.last_unit.get(key) == step:
-            return  # one hardware error unit per channel and step: a flood is one report
-        e.last_unit[key] = step
-        e.hw += ctx.clock.g(case.ts_ms)[self._day]
+        if not self._hw_unit(e, "h\x1f" + case.channel, case.ts_ms, ctx.clock.g(case.ts_ms)[self._day]):
+            return
         self.state.peers.observe(case.host, "crash", self.config.host_hw_weight, case.ts_ms, case.keys, ctx.clock)
         # and against the fleet's rate *of hardware errors*, as odd shapes are: among a crashy fleet's
         # crashes a failing host's few uncorrectable ECC errors and Xid 48s drown, while healthy hosts

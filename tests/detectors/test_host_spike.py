@@ -468,3 +468,27 @@ def test_the_founding_case_in_the_agents_words(fl: SimpleNamespace) -> None:
     alerts = fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
     pages = [(a.host, a.finding) for a in alerts if a.severity == "page"]
     assert pages == [("h0042", "suspected_bad_silicon")], [a.summary for a in alerts]
+
+
+def test_a_host_whose_kernel_keeps_killing_one_process_for_poisoned_memory_has_failing_memory(
+        fl: SimpleNamespace) -> None:
+    """The kernel kills the host's trainer four times in two and a half hours for reading memory a machine
+    check poisoned (``Memory failure: ...: Sending SIGBUS to python3:...``, read by the kernel-log source):
+    one signature repeating on one host, yet the machine's fault each time (the kernel retires every poisoned
+    page, so each kill is another page failing). It pages as failing hardware, not as a crash loop.
+
+    Counted as odd shapes only, once per signature a day, the four kills were one unit: no page at all, and
+    with a few more kills the host would have been ticketed as a pod in a crash loop.
+    """
+    at, end = fl.T0 + 7 * fl.DAY, fl.T0 + 8 * fl.DAY
+    kills = [fl.crash(at + k * 50 * fl.MIN, "h0042", "memory_failure!python", signal="SIGBUS", origin="kernel_log",
+                      shape_flags=["memory_poisoned"]) for k in range(10)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), kills)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end)) if a.host == "h0042"]
+    assert [(a.finding, a.severity) for a in alerts] == [("hardware_errors", "page")], [a.summary for a in alerts]
+    assert alerts[0].ts <= ts_from_ms(at + 3 * fl.HOUR), alerts[0].ts
+    # the same kills without the kernel's word (a SIGBUS of an unmapped file, say) are one pod's loop
+    plain = [fl.crash(at + k * 50 * fl.MIN, "h0042", "memory_failure!python", signal="SIGBUS") for k in range(10)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), plain)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end)) if a.host == "h0042"]
+    assert all(a.severity == "ticket" for a in alerts), [a.summary for a in alerts]
