@@ -213,27 +213,28 @@ class HostSpike:
                 # and among the host's signs of failing hardware: memory that fails shows both, a Xid 48
                 # and then wild pointers and bit flips in whatever runs, neither three of a kind for hours
                 self.state.peers.observe(case.host, HW_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
-        if poisoned and self._hw_unit(e, "h\x1f" + MEMORY_POISONED, case.ts_ms, gd):
+        if poisoned and self._hw_unit(e, "h\x1f" + MEMORY_POISONED, case.ts_ms):
+            e.hw += gd
             # the kernel's own word that a machine check poisoned the memory this process read: an
             # uncorrectable memory error, whatever signature the victim had. The kernel retires each
             # poisoned page, so the same process dying again is another page failing, not one bug
             # repeating: a hardware error of the host each time (one a step), never a crash loop
             self.state.peers.observe(case.host, HW_CHANNEL, 1.0, case.ts_ms, case.keys, ctx.clock)
 
-    def _hw_unit(self, e: Evidence, key: str, ts_ms: int, gd: float) -> bool:
+    def _hw_unit(self, e: Evidence, key: str, ts_ms: int) -> bool:
         """Is this hardware error a new unit of the host (one per channel and step: a flood is one report)?"""
         step = ts_ms // self._step_ms
         if e.last_unit.get(key) == step:
             return False
         e.last_unit[key] = step
-        e.hw += gd
         return True
 
     def _fold_hw(self, case: Case, ctx: Context) -> None:
         e = self._evidence(case.host)
         e.last_ms = max(e.last_ms, case.ts_ms)
-        if not self._hw_unit(e, "h\x1f" + case.channel, case.ts_ms, ctx.clock.g(case.ts_ms)[self._day]):
+        if not self._hw_unit(e, "h\x1f" + case.channel, case.ts_ms):
             return
+        e.hw += ctx.clock.g(case.ts_ms)[self._day]
         self.state.peers.observe(case.host, "crash", self.config.host_hw_weight, case.ts_ms, case.keys, ctx.clock)
         # and against the fleet's rate *of hardware errors*, as odd shapes are: among a crashy fleet's
         # crashes a failing host's few uncorrectable ECC errors and Xid 48s drown, while healthy hosts

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from fleetepi.agents.applog.crashlines import LINE_EXTRACTORS
 from fleetepi.agents.core.exceptions import BadRuleLine
 from fleetepi.agents.core.rules import FrameList, load_list
 from fleetepi.agents.exceptions import RuleFileError
@@ -33,7 +34,7 @@ from fleetepi.agents.telemetry.rules import _rule_lines
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules" / "app-log"
 ORIGINS = ("python_traceback", "kernel_log", "watchdog", "oom_kill", "runtime_error")
-EXTRACTORS = ("oom_kill", "oom_memcg", "segfault", "trap", "memory_failure")
+EXTRACTORS = ("oom_kill", "oom_memcg", *LINE_EXTRACTORS)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _KNOWN = {"name", "pattern", "reject", "origin", "signature", "signal", "extract", "continuation", "samples", "comment", "needles"}
 _TEMPLATE_FIELD = re.compile(r"{([\w|]+)}")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleetepi.agents.applog.crashlines import LINE_EXTRACTORS
 from fleetepi.agents.exceptions import RuleFileError
 from fleetepi.agents.telemetry.xid import RULES_DIR, SEVERITIES
 from fleetepi.contract import TELEMETRY_KINDS
@@ -25,8 +26,7 @@ _KNOWN = {
     "device", "severity_from_text", "unless_recent", "samples", "comment", "crash", "remember", "device_from",
 }
 #: crash extractors a rule may name (``fleetepi.agents.applog.crashlines``) and the origin of their events
-CRASH_EXTRACTORS = {"segfault": "kernel_log", "trap": "kernel_log", "memory_failure": "kernel_log", "oom_kill": "oom_kill",
-                    "oom_memcg": None}
+CRASH_EXTRACTORS = {**dict.fromkeys(LINE_EXTRACTORS, "kernel_log"), "oom_kill": "oom_kill", "oom_memcg": None}
 
 
 #: Reasons the parser itself gives (the rules add theirs): blank, matched by
