@@ -297,6 +297,34 @@ def deploy(seed: int) -> SimConfig:
         power_interval_s=1800.0,
     )
 
+@register("steady", 5.0)
+def steady(seed: int) -> SimConfig:
+    """A steady fleet: 2,000 hosts, 14 days, ~5 crashes per host-day whose signatures do not swing from day to day.
+
+    Every other preset draws each signature's day from a gamma of shape 3-4
+    (a day at half or twice the usual is common); here the shape is 400, so a
+    signature's counts are Poisson around its hour-of-day profile. That is a
+    fleet of steady, long-running jobs, and the one where a fleet-wide
+    regression is plain within hours. Racks of 32 in two datacenters announced
+    as ``region``, H100 and B200, ``node_pool`` and ``pdu``; 1,000 signatures
+    (Zipf 1.0), two job-wide aborts a day, a few crash loops, 0.3 % chronic
+    hosts, two static associations; thermal on change, power every 30 min.
+    Every outbreak template once, and two more fleet-wide regressions.
+    """
+    return SimConfig(
+        seed=seed, preset="steady", hosts=2000, days=14.0,
+        outbreaks=BROAD_OUTBREAKS + _specs("signature_spike/deploy_regression", "signature_spike/deploy_regression"),
+        hosts_per_rack=32, datacenter_shares=(0.7, 0.3),
+        gpu_mix=(("H100-SXM5-80GB", 0.7), ("B200-SXM6-180GB", 0.3)),
+        extra_attributes=("node_pool", "pdu"), attribute_names=(("datacenter", "region"),),
+        missing_attribute_share=0.01,
+        crash_rate_per_host_day=4.5, signatures=1000, zipf_exponent=1.0, day_to_day_shape=400.0, job_share=0.9,
+        job_bursts_per_day=2.0, burst_min_hosts=32, burst_max_hosts=256, burst_job_share=0.9,
+        crash_loops_per_1k_host_day=2.0, crash_loop_hours=(2.0, 12.0),
+        chronic_ecc_share=0.003, chronic_xid_share=0.003, static_associations=2,
+        thermal_mode="on_change", power_interval_s=1800.0, ecc_zero_deltas=False,
+    )
+
 
 def _scaling(hosts: int) -> Callable[[int], SimConfig]:
     def build(seed: int) -> SimConfig:
