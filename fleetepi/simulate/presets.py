@@ -297,6 +297,7 @@ def deploy(seed: int) -> SimConfig:
         power_interval_s=1800.0,
     )
 
+
 @register("steady", 5.0)
 def steady(seed: int) -> SimConfig:
     """A steady fleet: 2,000 hosts, 14 days, ~5 crashes per host-day whose signatures do not swing from day to day.
