@@ -49,7 +49,7 @@ from typing import Literal
 from msgspec import Struct, field
 
 from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
-from fleetepi.detectors.inventory import Inventory, pair_key, split_key
+from fleetepi.detectors.inventory import SEP, Inventory, pair_key, split_key
 from fleetepi.detectors.stats import (
     alpha_per_look,
     benjamini_hochberg,
@@ -70,6 +70,8 @@ HOST_UNITS = 0.3
 #: Pseudo-units of the rate test's gamma posterior (Jeffreys' half a unit): a key never seen on the
 #: attribute's hosts before still has a rate, about half a unit over the host-time watched.
 RATE_PRIOR_UNITS = 0.5
+#: A key first seen after the warm-up is new for this long: none of its associations is static before.
+NEW_KEY_MS = 3 * 86_400_000
 
 
 _ATTR_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -263,13 +265,16 @@ def odds_ratio(share: float, p0: float) -> float:
 
 class _Budget(Struct, frozen=True):
     """One step's weighted Benjamini-Hochberg: the weight of a spiking key's test, a watched key's, a static
-    association's, any other's (``static`` 0: static associations have no tier of their own)."""
+    association's, any other's (``static`` 0: static associations have no tier of their own).
+
+    ``spike`` is the spike tier's average; ``spike_by`` its weight per key and attribute (``_slot``)."""
 
     spike: float = 1.0
     watch: float = 1.0
     rest: float = 1.0
     family: int = 0
     static: float = 0.0
+    spike_by: dict[str, float] = field(default_factory=dict)
 
     def tier(self, key: str, spiking: AbstractSet[str], watched: AbstractSet[str], big: bool = True,
              static: bool = False) -> Literal["static", "spike", "watch", "rest"]:
@@ -279,10 +284,21 @@ class _Budget(Struct, frozen=True):
             return "static"
         return "spike" if key in spiking else "watch" if big and key in watched else "rest"
 
+    def weight(self, tier: str, key: str, pair: str) -> float:
+        """The weight of ``key``'s test of ``pair`` in ``tier``."""
+        if tier == "spike" and self.spike_by:
+            return self.spike_by.get(_slot(key, pair), self.spike)
+        return float(getattr(self, tier))
+
     def of(self, key: str, spiking: AbstractSet[str], watched: AbstractSet[str], big: bool = True,
-           static: bool = False) -> float:
+           static: bool = False, pair: str = "") -> float:
         """A test's weight: its tier's (``tier``)."""
-        return float(getattr(self, self.tier(key, spiking, watched, big, static)))
+        return self.weight(self.tier(key, spiking, watched, big, static), key, pair)
+
+
+def _slot(key: str, pair: str) -> str:
+    """A key's attribute, as ``_Budget.spike_by`` names it."""
+    return key + "\x1e" + pair[: pair.find(SEP) + 1]
 
 
 #: What a weighted test's tier says in its alert's notes.
@@ -490,7 +506,7 @@ class CohortCorrelation(Struct):
                     pc.long_tested_ms = now_ms
                 if scales:
                     found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
-                    up = max(budget.of(key, spiking, watched, static=pc.static), 1.0)
+                    up = max(budget.of(key, spiking, watched, static=pc.static, pair=pk), 1.0)
                     age = now_ms - st.first_ms
                     if not key_tested and any(t.p <= self.ceiling(clock.scales_s[t.scale], age) * up for t in found):
                         # a candidate: every cohort of the key is tested now at every scale, so that
@@ -509,7 +525,7 @@ class CohortCorrelation(Struct):
         budget = self._weights(spiking, watched, len(tests), inventory)
         tiers = [budget.tier(t.key, spiking, watched, t.key in watched and self._big(t.pair, inventory),
                              self.keys[t.key].pairs[t.pair].static) for t in tests]
-        weights = [float(getattr(budget, tier)) for tier in tiers]
+        weights = [budget.weight(tier, t.key, t.pair) for t, tier in zip(tests, tiers)]
         family = budget.family
         rejected = benjamini_hochberg([t.p / w for t, w in zip(tests, weights)], self.fdr, family,
                                       [t.key for t in tests])
@@ -682,9 +698,43 @@ class CohortCorrelation(Struct):
         up = {name: (x, n) for (name, _, _), x, n in zip(tiers, w, sizes) if x > 1.0}
         if not up:
             return _Budget(family=family)
+        by: dict[str, float] = {}
+        if "spike" in up:
+            by, mass = self._spike_split(spiking, statics, self.spike_share * family)
+            up["spike"] = (mass / up["spike"][1], up["spike"][1])
         rest = (family - sum(x * n for x, n in up.values())) / (family - sum(n for _, n in up.values()))
         return _Budget(up.get("spike", (rest, 0))[0], up.get("watch", (rest, 0))[0], rest, family,
-                       up.get("static", (rest, 0))[0] if statics else 0.0)
+                       up.get("static", (rest, 0))[0] if statics else 0.0, by)
+
+    def _spike_split(self, spiking: AbstractSet[str], statics: Mapping[str, int],
+                     mass: float) -> tuple[dict[str, float], float]:
+        """The spike tier's weight per key and attribute, and the weight it hands out in all.
+
+        Evenly over the spiking keys, then over each key's attributes, then
+        over the attribute's values and the scales. Per test evenly, a key's
+        sixty racks and hundred PDUs held most of its weight; a rack is
+        significant at three or four units wherever its weight is, while a
+        GPU model holding two thirds of the fleet needs tens of units at a
+        relative risk of 3-8 and every factor of weight spares it several
+        (a half-the-fleet cohort at RR 8 waited 16 h at weight 33). The
+        weights still sum to the tier's share of the family: the weighted
+        BH stays valid (they depend on which cohorts a key has units on, not
+        on where in them).
+        """
+        by: dict[str, float] = {}
+        spent = 0.0
+        n_scales = len(self.acute)
+        for k in sorted(spiking):  # a fixed order: the sum is the same in every run and worker
+            values: dict[str, int] = {}
+            for pk, pc in self.keys[k].pairs.items():
+                if not (statics and pc.static):
+                    slot = _slot(k, pk)
+                    values[slot] = values.get(slot, 0) + 1
+            for slot, m in sorted(values.items()):
+                x = min(self.spike_weight_max, mass / len(spiking) / len(values) / (m * n_scales))
+                by[slot] = x
+                spent += x * m * n_scales
+        return by, spent
 
     def _take_early(self, now_ms: int, g: tuple[float, ...], inventory: Inventory) -> None:
         """Record every key's first day: units per attribute and per pair, and each pair's host-time share.
@@ -1200,22 +1250,29 @@ class CohortCorrelation(Struct):
                              f"of its hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): the wider cohort's excess")
         if crossing and self._moved(units, akey, now_ms, tau_s, inventory):
             crossing = []
-        for apk, amem, b in crossing:
-            gone, k_res, n_res, _, _ = self._residual(units, t.pair, mine, amem, attr_hosts - unknown(amem, {b}))
+        # one accepted cohort at a time, then all of them at once: a job's two racks, each mostly on one BIOS,
+        # hold the BIOS's whole excess together and neither does alone
+        groups = [[x] for x in crossing] + ([crossing] if len(crossing) > 1 else [])
+        for group in groups:
+            amem = frozenset().union(*(m for _, m, _ in group))
+            gone, k_res, n_res, _, _ = self._residual(units, t.pair, mine, amem,
+                                                      attr_hosts - unknown(amem, {b for _, _, b in group}))
             if not gone:
                 continue
             # within it, by host-time on it: a roll-out's early hosts (one pool first) held it longest
-            held = {}
-            for h in amem:
-                since = inventory.held_since(h, apk)
-                held[h] = exposure_hours(since, now_ms, tau_s) if since is not None else 0.0
+            held: dict[str, float] = {}
+            for apk, m, _ in group:
+                for h in m:
+                    since = inventory.held_since(h, apk)
+                    held[h] = max(held.get(h, 0.0), exposure_hours(since, now_ms, tau_s) if since is not None else 0.0)
             got = self._within(units, mine & amem, amem, held, any_rr=True)
             if got is not None:
                 k_in, n_in, share, p_in, rr_in = got
-                aa, av = split_key(apk)
-                return apk, (f"crossing {aa}={av}: {a}={v} holds no excess outside it ({k_res:.3g} of {n_res:.3g} "
-                             f"units), and within it {k_in:.3g} of {n_in:.3g} for {share:.0%} of its hosts (relative "
-                             f"risk {rr_in:.2g}, p={p_in:.3g}): that cohort's excess")
+                names = " and ".join("=".join(split_key(apk)) for apk, _, _ in group)
+                it, its, whose = ("them", "their", "their excess") if len(group) > 1 else ("it", "its", "that cohort's excess")
+                return group[0][0], (f"crossing {names}: {a}={v} holds no excess outside {it} ({k_res:.3g} of "
+                                     f"{n_res:.3g} units), and within {it} {k_in:.3g} of {n_in:.3g} for {share:.0%} of "
+                                     f"{its} hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): {whose}")
         return None if statics_only else self._explained_static(st, t, a, v, mine, usable, inventory, now_ms)
 
     def _explained_static(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
@@ -1381,20 +1438,30 @@ class CohortCorrelation(Struct):
                                                  f"which was reported as static")
         i, L = t.scale, self.longrun
         a, v = split_key(t.pair)
+        age_ms = now_ms - st.first_ms
+        if self.start_ms is not None and st.first_ms >= self.start_ms + self.warmup_ms and age_ms < NEW_KEY_MS:
+            # a signature first seen after the warm-up, days ago: its whole history is the cohort's, and "its
+            # share now is no higher than before" is the outbreak compared with itself. A new crash confined to
+            # one driver's hosts was ticketed as static 15 h in, when its units were first enough to test
+            return "page", "cohort_outbreak", (f"new: the signature itself first appeared {age_ms / 3_600_000:.3g} h "
+                                               f"ago, after the warm-up; its history is this cohort's")
         if t.by_rate:
             return self._classify_rate(st, pc, i, g, inventory, a, v, now_ms)
+        # "before" is the long-run kernel minus the day's (``rate_recent``), not minus this scale's: minus the
+        # six hours', a cohort's outbreak 13 h old was half its own "earlier share" and ticketed as static
+        r = max(self.rate_recent, i)
         tot = st.tot.get(a + "\x1f")
-        c_old_a = max((tot[L] / g[L] - tot[i] / g[i]) if tot is not None else 0.0, 0.0)
+        c_old_a = max((tot[L] / g[L] - tot[r] / g[r]) if tot is not None else 0.0, 0.0)
         if c_old_a < self.prior_units and pc.early_p > 0:
             # early in a stream a week's or a month's scale holds nearly all that was watched, and "before"
             # is empty: the key's first day (taken at the end of warm-up) is the comparison then. An
             # association there from the first hour is static; one that began after it is not
             c_old_k, c_old_a, eo_v, eo_a = pc.early, st.early.get(a + "\x1f", 0.0), pc.early_p, 1.0
         else:
-            c_old_k = max(pc.c[L] / g[L] - pc.c[i] / g[i], 0.0)
+            c_old_k = max(pc.c[L] / g[L] - pc.c[r] / g[r], 0.0)
             e_v = inventory.exposure((a, v), now_ms)
             e_a = inventory.exposure((a, ""), now_ms)
-            eo_v, eo_a = e_v[L] - e_v[i], e_a[L] - e_a[i]
+            eo_v, eo_a = e_v[L] - e_v[r], e_a[L] - e_a[r]
         if eo_a <= 0 or eo_v <= 0 or eo_v / eo_a < 0.5 * t.p0:
             return "page", "cohort_outbreak", f"new: the cohort {a}={v} held little of the fleet before this window"
         p_old = min(eo_v / eo_a, 1 - 1e-9)

@@ -612,3 +612,56 @@ def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set
     assert (w_static > 1.0) == bool(statics)
     assert all(b.of(k, spiking, watched, static=True) == w_static for k in statics)
     assert (b.rest < 1.0) == bool(spiking or watched or statics)
+
+
+def test_a_spiking_keys_weight_is_split_over_its_attributes_then_their_values() -> None:
+    """A spiking key with 40 racks and 2 GPU models: each attribute gets half of the key's weight.
+
+    Per test evenly, the racks held 95 % of it; a rack is significant at a
+    few units whatever its weight, a GPU model of half the fleet needs tens
+    at a modest relative risk, and every factor of weight spares it several.
+    The weights still add up to the family.
+    """
+    from fleetepi.detectors.cohorts import CohortCorrelation, CohortKey, PairCounts
+
+    engine = CohortCorrelation(acute=[0, 1, 2, 3], longrun=4, fdr=0.01, alpha=1e-6, resolve_alpha=1e-3,
+                               rise_alpha=1e-4, explain_alpha=1e-3, min_rr_lower=1.0, min_hosts=3, min_units=5.0,
+                               min_cohort_hosts=2, prior_units=20.0, warmup_ms=0, cooldown_ms=0,
+                               ticket_cooldown_ms=0, ttl_ms=1, spike_share=0.5, spike_weight_max=1000.0)
+    pairs = {f"rack\x1fr{i:02d}": PairCounts([0.0] * 5) for i in range(40)}
+    pairs |= {"gpu\x1fH100": PairCounts([0.0] * 5), "gpu\x1fA100": PairCounts([0.0] * 5)}
+    engine.keys["k"] = CohortKey(pairs=pairs, family=30)
+    engine.family = 5000 + 30
+    inventory = SimpleNamespace(sizes={}, attribute_hosts={})
+    b = engine._weights(frozenset({"k"}), frozenset(), 0, inventory)  # type: ignore[arg-type]
+    w_rack = b.of("k", {"k"}, set(), pair="rack\x1fr07")
+    w_gpu = b.of("k", {"k"}, set(), pair="gpu\x1fH100")
+    n_rack, n_gpu = 40 * 4, 2 * 4
+    assert w_gpu == pytest.approx(20 * w_rack) and w_rack > 1.0
+    assert w_rack * n_rack == pytest.approx(w_gpu * n_gpu) == pytest.approx(0.25 * b.family)
+    assert b.spike == pytest.approx((w_rack * n_rack + w_gpu * n_gpu) / (n_rack + n_gpu))
+    total = w_rack * n_rack + w_gpu * n_gpu + b.rest * (b.family - n_rack - n_gpu)
+    assert total == pytest.approx(b.family)
+
+
+def test_a_new_signatures_association_is_never_static(fl: SimpleNamespace) -> None:
+    """A signature first seen on day two, once an hour, only on A100 hosts (45 % of the fleet).
+
+    Without a spike to weigh its cohorts it needs ~20 units before the A100
+    share test is significant. By then its own earlier hours are all on
+    A100 too: compared with them, "its share now is no higher than before",
+    and the driver bug was ticketed as a static association 15 h in. A key
+    with no history before the warm-up's end has no standing association:
+    it pages.
+    """
+    at = fl.T0 + 2 * fl.DAY
+    a100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 1]
+    sig = "libcuda!cuCtxSynchronize | libtorch!device_synchronize"
+    cases = [fl.crash(at + k * fl.HOUR + 7 * k * fl.MIN % fl.HOUR, f"h{a100[k * 37 % len(a100)]:04d}", sig, job=f"n{k}")
+             for k in range(30)]
+    events = fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, at + 2 * fl.DAY), cases)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=["hardware_correlation"])) if a.signature == sig]
+    assert alerts and alerts[0].severity == "page", [(a.severity, a.summary, a.notes) for a in alerts]
+    assert (alerts[0].attribute, alerts[0].value, alerts[0].finding) == ("gpu_model", "A100", "cohort_outbreak")
+    assert not [a for a in alerts if a.severity == "ticket"], [(a.severity, a.summary) for a in alerts]
+    assert any("first appeared" in n for n in alerts[0].notes or [])
