@@ -351,6 +351,9 @@ class CohortCorrelation(Struct):
     #: key -> its cohorts whose share its static associations raise (``_inside_static``): derived from
     #: the state and the inventory, emptied on restore (an inventory's version starts again there)
     inside: dict[str, InsideStatic] = field(default_factory=dict)
+    #: key -> its pairs outside the static tier, counted by attribute (``_slot``): derived, dropped when the
+    #: key gains or loses a pair or a pair turns static (``_spike_split`` reads it at every step)
+    slots: dict[str, dict[str, int]] = field(default_factory=dict)
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
     #: the scales the rate test runs at (none: off; ``_rate_expected``), and the scale whose units are
@@ -407,6 +410,7 @@ class CohortCorrelation(Struct):
             if pc is None:
                 pairs[k] = PairCounts(list(wg), last_ms=ts_ms)
                 self.n_pairs += 1
+                self.slots.pop(key, None)
                 if wg[self.longrun] < st.floor:
                     st.floor = wg[self.longrun]
             else:
@@ -700,14 +704,13 @@ class CohortCorrelation(Struct):
             return _Budget(family=family)
         by: dict[str, float] = {}
         if "spike" in up:
-            by, mass = self._spike_split(spiking, statics, self.spike_share * family)
+            by, mass = self._spike_split(spiking, self.spike_share * family)
             up["spike"] = (mass / up["spike"][1], up["spike"][1])
         rest = (family - sum(x * n for x, n in up.values())) / (family - sum(n for _, n in up.values()))
         return _Budget(up.get("spike", (rest, 0))[0], up.get("watch", (rest, 0))[0], rest, family,
                        up.get("static", (rest, 0))[0] if statics else 0.0, by)
 
-    def _spike_split(self, spiking: AbstractSet[str], statics: Mapping[str, int],
-                     mass: float) -> tuple[dict[str, float], float]:
+    def _spike_split(self, spiking: AbstractSet[str], mass: float) -> tuple[dict[str, float], float]:
         """The spike tier's weight per key and attribute, and the weight it hands out in all.
 
         Evenly over the spiking keys, then over each key's attributes, then
@@ -725,11 +728,13 @@ class CohortCorrelation(Struct):
         spent = 0.0
         n_scales = len(self.acute)
         for k in sorted(spiking):  # a fixed order: the sum is the same in every run and worker
-            values: dict[str, int] = {}
-            for pk, pc in self.keys[k].pairs.items():
-                if not (statics and pc.static):
-                    slot = _slot(k, pk)
-                    values[slot] = values.get(slot, 0) + 1
+            values = self.slots.get(k)
+            if values is None:
+                values = self.slots[k] = {}
+                for pk, pc in self.keys[k].pairs.items():
+                    if not (self.static_share > 0 and pc.static):
+                        slot = _slot(k, pk)
+                        values[slot] = values.get(slot, 0) + 1
             for slot, m in sorted(values.items()):
                 x = min(self.spike_weight_max, mass / len(spiking) / len(values) / (m * n_scales))
                 by[slot] = x
@@ -1097,6 +1102,7 @@ class CohortCorrelation(Struct):
             else:
                 if not pc.static:
                     self.static_keys[key] = self.static_keys.get(key, 0) + 1
+                    self.slots.pop(key, None)
                 pc.static = True
                 pc.rho = max(self._longrun_rr(st, t.pair, pc, now_ms, g, inventory), 1.0)
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
@@ -1553,12 +1559,16 @@ class CohortCorrelation(Struct):
                 self.active.discard(key)
                 self.static_keys.pop(key, None)
                 self.inside.pop(key, None)
+                self.slots.pop(key, None)
                 continue
             if st.floor / gL > DEAD:
                 continue  # nothing of the key's can have decayed to nothing (at half a year, the common case)
             st.hosts = {h: hc for h, hc in st.hosts.items() if hc[L] / gL > DEAD}
+            n = len(st.pairs)
             st.pairs = {k: pc for k, pc in st.pairs.items()
                         if pc.firing or pc.static or pc.c[L] / gL > DEAD or now_ms < pc.quiet_until_ms}
+            if len(st.pairs) != n:
+                self.slots.pop(key, None)
             st.touched &= set(st.pairs)
             st.floor = min((*(hc[L] for hc in st.hosts.values()), *(pc.c[L] for pc in st.pairs.values())),
                            default=0.0)
