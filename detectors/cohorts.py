@@ -1446,11 +1446,11 @@ class CohortCorrelation(Struct):
         a, v = split_key(t.pair)
         age_ms = now_ms - st.first_ms
         if self.start_ms is not None and st.first_ms >= self.start_ms + self.warmup_ms and age_ms < NEW_KEY_MS:
-            # a signature first seen after the warm-up, days ago: its whole history is the cohort's, and "its
-            # share now is no higher than before" is the outbreak compared with itself. A new crash confined to
-            # one driver's hosts was ticketed as static 15 h in, when its units were first enough to test
-            return "page", "cohort_outbreak", (f"new: the signature itself first appeared {age_ms / 3_600_000:.3g} h "
-                                               f"ago, after the warm-up; its history is this cohort's")
+            # a key (a signature, a channel) first seen after the warm-up, days ago: its whole history is the
+            # cohort's, and "its share now is no higher than before" is the outbreak compared with itself. A new
+            # crash confined to one driver's hosts was ticketed as static 15 h in, when its units first sufficed
+            return "page", "cohort_outbreak", (f"new: first seen {age_ms / 3_600_000:.3g} h ago, after the warm-up: "
+                                               f"all its history is this cohort's")
         if t.by_rate:
             return self._classify_rate(st, pc, i, g, inventory, a, v, now_ms)
         # "before" is the long-run kernel minus the day's (``rate_recent``), not minus this scale's: minus the

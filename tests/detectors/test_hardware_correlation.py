@@ -651,8 +651,8 @@ def test_a_new_signatures_association_is_never_static(fl: SimpleNamespace) -> No
     share test is significant. By then its own earlier hours are all on
     A100 too: compared with them, "its share now is no higher than before",
     and the driver bug was ticketed as a static association 15 h in. A key
-    with no history before the warm-up's end has no standing association:
-    it pages.
+    first seen after the warm-up has no standing association for three
+    days: it pages.
     """
     at = fl.T0 + 2 * fl.DAY
     a100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 1]
@@ -664,4 +664,4 @@ def test_a_new_signatures_association_is_never_static(fl: SimpleNamespace) -> No
     assert alerts and alerts[0].severity == "page", [(a.severity, a.summary, a.notes) for a in alerts]
     assert (alerts[0].attribute, alerts[0].value, alerts[0].finding) == ("gpu_model", "A100", "cohort_outbreak")
     assert not [a for a in alerts if a.severity == "ticket"], [(a.severity, a.summary) for a in alerts]
-    assert any("first appeared" in n for n in alerts[0].notes or [])
+    assert any("first seen" in n and "after the warm-up" in n for n in alerts[0].notes or [])
