@@ -20,7 +20,8 @@ cohort. Benjamini-Hochberg runs over every test of the step, across all keys
 and attributes at once, with an absolute ceiling ``alpha``.
 
 New or static? A cohort that passes is compared with its own long-run share
-(the month-to-half-year kernel minus the window's): if its share now is not
+(the month-to-half-year kernel minus the day's, or the window's when it is
+longer): if its share now is not
 significantly above its share before, the association has always been there
 — a signature that lives on one GPU model because of where jobs run — and
 is reported once as a ticket (``static_association``); its long-run relative
@@ -28,7 +29,8 @@ risk then becomes the baseline that later windows are tested against, so it
 pages only if it rises. A key with no history before the window is new (a
 page) unless it has been there since the stream began: then its first day
 (recorded at the end of warm-up) is the comparison, and an association that
-was there from the start is static.
+was there from the start is static. A key first seen after the warm-up has
+no static association for ``NEW_KEY_MS``: its history is the outbreak's.
 
 Explanation, strongest first among a key's accepted cohorts (and those
 already firing): a cohort is reported only if its cases *outside* the
@@ -357,7 +359,7 @@ class CohortCorrelation(Struct):
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
     #: the scales the rate test runs at (none: off; ``_rate_expected``), and the scale whose units are
-    #: too recent for its earlier rate (the long-run kernel minus this one's)
+    #: too recent for a key's earlier rate or share (the long-run kernel minus this one's; ``_classify``)
     rate_scales: list[int] = field(default_factory=list)
     rate_recent: int = 0
     #: when every key's share of the family is next recounted (``_recount``)
@@ -1434,7 +1436,8 @@ class CohortCorrelation(Struct):
         """Page (new or rising) or ticket (static), with the reason in words.
 
         The cohort's share now is compared with its share in the key's older
-        history (the long-run kernel minus this scale's), shrunk toward the
+        history (the long-run kernel minus the day's, ``rate_recent``, or this
+        scale's when it is longer), shrunk toward the
         cohort's exposure share by ``prior_units`` pseudo-units: thin history
         says "no association before", so an association is static only when
         the older data itself shows it.
