@@ -143,6 +143,9 @@ class SimConfig:
     zipf_exponent: float = 1.1
     #: Relative amplitude of the daily cycle of crashes and load (0 = flat).
     daily_amplitude: float = 0.4
+    #: Load on Saturdays and Sundays (UTC) as a share of a weekday's (1 = no weekly cycle): crashes, faults and
+    #: temperatures follow it, and Monday morning brings the jobs back.
+    weekend_load: float = 1.0
     #: Gamma shape of the day-to-day rate multiplier per signature (overdispersion; inf = Poisson).
     day_to_day_shape: float = 4.0
     #: Host crash propensity spread (sigma of a lognormal): some hosts run crashier jobs.
@@ -201,6 +204,8 @@ class SimConfig:
         for name in ("crash_rate_per_host_day", "job_bursts_per_day", "xid_rate_scale", "daily_amplitude"):
             if getattr(self, name) < 0:
                 raise SimulationConfigError(f"{name} must be >= 0")
+        if not 0.0 < self.weekend_load <= 1.0:
+            raise SimulationConfigError(f"weekend_load must be in (0, 1], got {self.weekend_load}")
         if self.daily_amplitude >= 1:
             raise SimulationConfigError("daily_amplitude must be < 1 (rates stay positive)")
         if self.thermal_interval_s < 10 or self.ecc_interval_s < 10:

@@ -689,7 +689,7 @@ class Injector:
         base = float(self.rates[sig])
         amp = cfg.daily_amplitude
         ts = self.times((k - 1) * base * (1 + amp), s, e)
-        ts = ts[rng.random(len(ts)) < daily_factor(ts, amp) / (1 + amp)]  # the jobs' daily cycle, like the base
+        ts = ts[rng.random(len(ts)) < daily_factor(ts, amp, cfg.weekend_load) / (1 + amp)]  # the jobs' daily cycle, like the base
         hosts = rng.choice(len(self.fleet), size=len(ts), p=self.p_host)
         name = self.signatures[sig].signature
         self.add(Outbreak(f"o{i}", "signature_spike", spec.template, s, e,

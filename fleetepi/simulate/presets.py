@@ -22,7 +22,7 @@ preset to it within 30 %.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetepi.simulate.config import CLASSIC_TEMPLATES, OutbreakSpec, SimConfig
@@ -325,6 +325,20 @@ def steady(seed: int) -> SimConfig:
         chronic_ecc_share=0.003, chronic_xid_share=0.003, static_associations=2,
         thermal_mode="on_change", power_interval_s=1800.0, ecc_zero_deltas=False,
     )
+
+
+@register("weekly", 4.3)
+def weekly(seed: int) -> SimConfig:
+    """A noisy fleet with weekends: 2,000 hosts, 14 days, ~4.3 crashes per host-day, half as many on weekends.
+
+    Everything as ``noisy`` (the same seed draws the same fleet and the same
+    outbreaks), but the fleet's load -- background crashes, hardware faults that
+    follow the jobs, temperatures, the deploy's extra crashes -- halves over the
+    weekend (UTC), and Monday brings it back. The baselines learn an hour-of-day
+    profile, not a day of the week: a detector that reads Monday as a doubling
+    pages here. Never tuned on; compare it with ``noisy`` on the same seeds.
+    """
+    return replace(noisy(seed), preset="weekly", weekend_load=0.5)
 
 
 def _scaling(hosts: int) -> Callable[[int], SimConfig]:

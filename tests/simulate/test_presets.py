@@ -61,7 +61,7 @@ def test_docstring_states_the_rate_and_the_fleet(name: str) -> None:
 # tables, not the events, so each fleet is drawn at its full size (shorter runs where a full one is slow).
 RATE_RUNS = {"classic": {}, "quiet": {"days": 6.0}, "noisy": {"days": 4.0}, "large": {"days": 2.0},
              "hot": {"days": 4.0}, "tiny": {}, "longhaul": {"days": 30.0}, "deploy": {}, "steady": {"days": 4.0},
-             "maintenance": {},
+             "weekly": {"days": 7.0}, "maintenance": {},
              "scaling-500": {}, "scaling-2000": {}, "scaling-8000": {"days": 1.0}, "scaling-32000": {"days": 1.0}}
 
 
@@ -162,3 +162,27 @@ def test_cli_preset_and_list(tmp_path) -> None:
     assert "firmware" in first["attributes"] or "rack_id" in first["attributes"]
     r = CliRunner().invoke(main, ["simulate", "--preset", "nope", "-o", str(out)])
     assert r.exit_code == 2 and "unknown preset" in r.output
+
+
+def test_weekends_carry_weekend_load_of_a_weekdays_background() -> None:
+    """Saturday and Sunday (UTC) run at ``weekend_load``: Monday's return is what the baselines must not page on."""
+    cfg = preset("weekly", seed=5, hosts=400, days=7.0, outbreaks=())
+    assert cfg.start == "2026-11-01T00:00:00Z"  # a Sunday: day 0 and day 6 are the weekend
+    sim = simulate(cfg)
+    c = sim.crashes
+    bg = c.origin == -1  # background signatures only (loops and aborts are scheduled, not load-shaped)
+    per_day = np.bincount(((c.ts_ms[bg] - sim.start_ms) // 86_400_000).astype(int), minlength=7)[:7]
+    weekend, weekdays = per_day[[0, 6]].mean(), per_day[1:6].mean()
+    assert weekend / weekdays == pytest.approx(0.5, rel=0.15)
+    flat = simulate(preset("noisy", seed=5, hosts=400, days=7.0, outbreaks=()))
+    fb = flat.crashes.origin == -1
+    flat_days = np.bincount(((flat.crashes.ts_ms[fb] - flat.start_ms) // 86_400_000).astype(int), minlength=7)[:7]
+    assert flat_days[[0, 6]].mean() / flat_days[1:6].mean() == pytest.approx(1.0, rel=0.15)
+
+
+def test_weekly_is_noisy_with_weekends() -> None:
+    assert preset("weekly", seed=3) == preset("noisy", seed=3).replace(preset="weekly", weekend_load=0.5)
+    with pytest.raises(SimulationConfigError, match="weekend_load"):
+        SimConfig(weekend_load=0.0)
+    with pytest.raises(SimulationConfigError, match="weekend_load"):
+        SimConfig(weekend_load=1.5)
