@@ -32,6 +32,7 @@ peers' for days) is a ``chronic`` ticket once.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, ClassVar
 
 import msgspec
@@ -56,6 +57,8 @@ HW_CHANNEL = "hardware"
 LOOP_GAP_MS = DAY_MS
 #: An odd-shaped signature counts once this long on a host's odd-shape channel.
 ODD_SIGNATURE_GAP_MS = DAY_MS
+#: A host's signatures by count, ties by name (deterministic): (signature, count) -> (count, signature).
+_COUNT_THEN_NAME = itemgetter(1, 0)
 
 
 def odd_shape(crash: Crash, bitflip_min: float) -> bool:
@@ -311,9 +314,10 @@ class HostSpike:
         top_sig = self._top_signature(host)
         odd = e.odd / gd
         odd_top = e.odd_sigs.get(top_sig, 0.0) / gd if top_sig is not None else 0.0
-        return DayEvidence(crashes, sum(1 for x in e.sigs.values() if x / gd >= 0.5),
+        half = 0.5 * gd
+        return DayEvidence(crashes, sum(1 for x in e.sigs.values() if x >= half),
                            e.sigs[top_sig] / gd / crashes if top_sig is not None and crashes > 0 else 0.0, top_sig,
-                           odd, sum(1 for x in e.odd_sigs.values() if x / gd >= 0.5), max(odd - odd_top, 0.0),
+                           odd, sum(1 for x in e.odd_sigs.values() if x >= half), max(odd - odd_top, 0.0),
                            e.hw / gd)
 
     def _hardware_share(self, host: str) -> float:
@@ -382,7 +386,7 @@ class HostSpike:
         e = self.state.hosts.get(host)
         if e is None or not e.sigs:
             return None
-        return max(e.sigs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        return max(e.sigs.items(), key=_COUNT_THEN_NAME)[0]
 
     def _silicon(self, host: str, now_ms: int, ctx: Context) -> Alert | None:
         """Crashes that concentrate on one CPU core across signatures: a core that miscomputes."""

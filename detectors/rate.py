@@ -31,7 +31,7 @@ from typing import Literal
 from msgspec import Struct, field
 
 from fleetepi.detectors.config import DetectorConfig
-from fleetepi.detectors.stats import alpha_per_look, binom_sf_real, nb_sf, nb_threshold
+from fleetepi.detectors.stats import alpha_per_look, binom_sf_real, nb_sf, nb_surely_not_significant, nb_threshold
 from fleetepi.detectors.windows import DAY_H, DAY_MS, HOUR_MS, DailyBaseline, Windows, decay_per_day
 
 #: Hours of baseline (folded, or credited silence for a key new to a running stream) before a key is tested.
@@ -448,18 +448,20 @@ class RateSpike(Struct):
             if obs < self.min_units or obs < self.min_ratio * mu:
                 continue
             size = nb_size(phi)
+            above = obs >= nb_threshold(mu, size, alphas[i])
+            if not above and (i >= n_short - 1 or age_ms < DAY_MS or not self.local_alpha):
+                continue
+            # (the spread after the table's threshold: counting a day window's cells costs more)
             if st.win.spread(min(i, n_short - 1)) < self.min_spread:
                 continue
             p_base: float | None = None
-            if obs < nb_threshold(mu, size, alphas[i]):
-                if i >= n_short - 1 or age_ms < DAY_MS or not self.local_alpha:
-                    continue
+            if above:
+                p = nb_sf(obs, mu, size)
+            else:
                 local = self._local(obs, mu, size, counts[n_short - 1], exp[n_short - 1], alphas[i])
                 if local is None:
                     continue
                 p, p_base = local
-            else:
-                p = nb_sf(obs, mu, size)
             if best is None or p < best[0]:
                 best = (p, i, p_base)
         if best is None:
@@ -511,7 +513,7 @@ class RateSpike(Struct):
         far up (on the tuning seeds, at 1e-4 such days paged five times in
         thirteen fortnights; at 1e-5 once, as often as before this test).
         """
-        if day_exp[2] < DAY_H or day_exp[0] <= mu:
+        if day_exp[2] < DAY_H or day_exp[0] <= mu or nb_surely_not_significant(obs, mu, size, self.local_alpha):
             return None
         p_base = nb_sf(obs, mu, size)
         if p_base >= self.local_alpha:

@@ -102,6 +102,18 @@ def nb_threshold(mu: float, size: float, alpha: float) -> int:
     return _threshold_table(float(size), float(alpha))[i]
 
 
+def nb_surely_not_significant(k: float, mu: float, size: float, alpha: float) -> bool:
+    """True when ``nb_sf(k, mu, size) > alpha`` for certain, read from the table (no scipy).
+
+    The table rounds a mean up to its grid; a mean one grid step lower is
+    rounded to at most ``mu``, so its threshold is never above the exact
+    one at ``mu``: a count under it is not significant. A cheap screen
+    before an exact tail that most counts never need.
+    """
+    lower = mu / (1.0 + 1.0 / _GRID)
+    return lower > _MU_LO and k < nb_threshold(lower, size, alpha)
+
+
 def binom_sf(k: int, n: int, p: float) -> float:
     """P(X >= k) for X ~ Binomial(n, p)."""
     if k <= 0:

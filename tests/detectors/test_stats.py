@@ -12,6 +12,7 @@ from fleetepi.detectors.stats import (
     binom_prefilter,
     binom_sf,
     nb_sf,
+    nb_surely_not_significant,
     nb_threshold,
     relative_risk,
     score_of,
@@ -38,6 +39,22 @@ def test_negative_binomial_is_wider_than_poisson() -> None:
     # Overdispersed counts: the same count is less surprising under the NB.
     assert nb_sf(20, 5.0, 8.0) > nb_sf(20, 5.0, math.inf)
     assert nb_sf(20, 5.0, math.inf) == pytest.approx(st.poisson.sf(19, 5.0))
+
+
+def test_the_screen_never_clears_a_significant_count_and_clears_most_others() -> None:
+    # the local test screens a window's count before its exact tail: a count it clears must not be significant,
+    # and it should clear nearly every count under the exact threshold (else it saves nothing)
+    cleared = below = 0
+    for mu in (2e-4, 0.013, 0.3, 1.9, 4.0, 27.0, 300.0):
+        for size in (0.5, 1.1, 3.1, 8.0, math.inf):
+            for alpha in (1e-5, 1e-3):
+                exact = next(k for k in range(1, 10_000) if nb_sf(k, mu, size) <= alpha)
+                for k in range(0, exact + 5):
+                    if nb_surely_not_significant(k, mu, size, alpha):
+                        assert nb_sf(k, mu, size) > alpha, (k, mu, size, alpha)
+                        cleared += 1
+                    below += k < exact
+    assert cleared >= 0.9 * below
 
 
 @pytest.mark.parametrize(("k", "n", "p", "expected"), [
