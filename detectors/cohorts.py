@@ -1256,7 +1256,7 @@ class CohortCorrelation(Struct):
                 aa, av = split_key(apk)
                 return apk, (f"within {aa}={av}: {a}={v} holds {k_in:.3g} of its {n_in:.3g} units for {share:.0%} "
                              f"of its hosts (relative risk {rr_in:.2g}, p={p_in:.3g}): the wider cohort's excess")
-        if crossing and self._moved(units, akey, now_ms, tau_s, inventory):
+        if crossing and self._moved(units, akey, now_ms, tau_s, inventory, st.first_ms):
             crossing = []
         # one accepted cohort at a time, then all of them at once: a job's two racks, each mostly on one BIOS,
         # hold the BIOS's whole excess together and neither does alone
@@ -1371,15 +1371,19 @@ class CohortCorrelation(Struct):
 
     @staticmethod
     def _moved(units: list[tuple[str, float, tuple[str, ...]]], akey: str, now_ms: int, tau_s: float,
-               inventory: Inventory) -> bool:
-        """Did a host with units take its value of the attribute within about the scale?
+               inventory: Inventory, first_ms: int) -> bool:
+        """Did a host with units take its value of the attribute within about the scale, after the key's first case?
 
         Then the cohort's units are not where its hosts are now: on Titan a
         failed GPU is replaced by one of the new batch, and the old batch's
         failures sit on hosts that are new-batch today. Weighed by today's
-        members it would look explained by any cohort it crosses.
+        members it would look explained by any cohort it crosses. A host
+        that moved before the key was first seen anywhere holds all of its
+        units under the value it has now: a signature new since a BIOS
+        roll-out, confined to the new driver's hosts, is the driver's finding,
+        and its BIOS paged eleven hours after the driver as a second one.
         """
-        cutoff = now_ms - tau_s * 1000.0
+        cutoff = max(now_ms - tau_s * 1000.0, float(first_ms))
         for h, u, hk in units:
             if u < DEAD:
                 continue

@@ -252,6 +252,34 @@ def test_a_pool_that_holds_a_new_driver_is_not_a_second_finding(fl: SimpleNamesp
     assert [(a.attribute, a.value) for a in alerts] == [("driver", "560.1")], [a.summary for a in alerts]
 
 
+def test_a_pool_that_moved_before_a_new_signature_is_not_a_second_finding(fl: SimpleNamespace) -> None:
+    """As above, but the training pool was formed a day in (hosts moved to it) and the signature is newer.
+
+    Hosts that moved are why a crossing cohort is not explained by today's
+    members (Titan, below): their earlier units sit under an old value. A
+    signature first seen after every move has no earlier units: the pool
+    holds the driver's excess as before. (Before: the pool paged as its own
+    finding -- a BIOS rolled out before a new driver's signature paged
+    eleven hours after the driver on the quiet and noisy tuning seeds.)
+    """
+    hosts, moves = [], []
+    for h in big_fleet(fl.T0):
+        i = int(h.host[1:])
+        new = (i < 200 and i % 3 == 0) or i in (205, 245, 285, 325, 365)
+        attrs = {**h.attributes, "node_pool": "infer", "driver": "560.1" if new else "550.54"}
+        hosts.append(Host(ts=h.ts, host=h.host, attributes=attrs))
+        if i < 200:
+            moves.append(Host(ts=ts_from_ms(fl.T0 + fl.DAY + i * fl.MIN), host=h.host,
+                              attributes={**attrs, "node_pool": "train"}))
+    on_driver = [h.host for h in hosts if h.attributes["driver"] == "560.1"]
+    at = fl.T0 + 2 * fl.DAY
+    sig = "libcuda!cuCtxSynchronize | torch!device_synchronize"
+    cases = [fl.crash(at + i * 10 * fl.MIN, on_driver[(i * 7) % len(on_driver)], sig, job=f"j{i}") for i in range(36)]
+    events = fl.merged(hosts, moves, fl.background(400, fl.T0, at + fl.DAY), cases)
+    alerts = fl.firing(fl.run(events, detectors=["hardware_correlation"]))
+    assert [(a.attribute, a.value) for a in alerts] == [("driver", "560.1")], [a.summary for a in alerts]
+
+
 def test_a_cohort_whose_failing_hosts_leave_it_is_not_explained_away(fl: SimpleNamespace) -> None:
     """Titan's case: old-batch GPUs fail everywhere, and each failed one is replaced by a new-batch GPU.
 
