@@ -331,12 +331,12 @@ def steady(seed: int) -> SimConfig:
 def weekly(seed: int) -> SimConfig:
     """A noisy fleet with weekends: 2,000 hosts, 14 days, ~4.3 crashes per host-day, half as many on weekends.
 
-    Everything as ``noisy`` (the same seed draws the same fleet and the same
-    outbreaks), but the fleet's load -- background crashes, hardware faults that
-    follow the jobs, temperatures, the deploy's extra crashes -- halves over the
-    weekend (UTC), and Monday brings it back. The baselines learn an hour-of-day
-    profile, not a day of the week: a detector that reads Monday as a doubling
-    pages here. Never tuned on; compare it with ``noisy`` on the same seeds.
+    Everything as ``noisy`` (the same seed lays out the same fleet; the random
+    draws after that differ, outbreaks included), but the fleet's load --
+    background crashes, hardware faults that follow the jobs, temperatures, the
+    deploy's extra crashes -- halves over the weekend (UTC), and Monday brings
+    it back. The baselines learn an hour-of-day profile, not a day of the week:
+    a detector that reads Monday as a doubling pages here. Never tuned on.
     """
     return replace(noisy(seed), preset="weekly", weekend_load=0.5)
 
