@@ -353,7 +353,9 @@ class HostSpike:
                        f"~{span(v.window_s)} vs {v.expected:.2g} expected from {v.basis}): a standing condition")
             return self._alert(v, "chronic", v.p_value, summary, [*v.notes, evidence])
         sig: str | None = None  # the loop's signature, for a crash_loop
-        if odd >= 2 and d.odd_sigs >= 2:
+        # odd shapes in two signatures or more, as many as the odd-shape channel pages on (decayed: two
+        # crashes three hours apart read 1.88 over the day)
+        if odd >= min(2.0, c.host_odd_min_units) and d.odd_sigs >= 2:
             finding, what = "suspected_bad_silicon", "likely silent CPU/memory corruption: drain and test it"
         elif hw >= 2 or v.channel == HW_CHANNEL:
             finding = "hardware_errors"

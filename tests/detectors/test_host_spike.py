@@ -185,7 +185,7 @@ def test_both_channels_firing_in_one_step_page_once_and_resolve_once(fl: SimpleN
     """
     at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
     burst = [fl.crash(at + i * 20_000, "h0042", f"lib{i}!f | lib{i}!g", **ODD) for i in range(6)]
-    end = at + 2 * fl.DAY
+    end = at + 3 * fl.DAY  # six odd units a day old decay under half the channel's support after ~50 h
     events = fl.merged(fl.hosts(), fl.background(200, fl.T0, end), fl.telemetry_background(200, fl.T0, end), burst)
     alerts = [a for a in fl.run(events, detectors=["host_spike"], end_ms=end) if a.host == "h0042"]
     assert [a.state for a in alerts] == ["firing", "resolved"], [(a.state, a.summary) for a in alerts]
@@ -377,21 +377,21 @@ def test_a_ticketed_crash_loop_leaves_its_host_s_count(fl: SimpleNamespace) -> N
 
 
 @pytest.mark.parametrize(("config", "pages"), [
-    (DetectorConfig(), True),                             # three odd shapes in three signatures: news
-    # the support asked before: it waited for a fourth (on the hardware channel too, which counts odd shapes)
-    (DetectorConfig(host_odd_min_units=4.0, host_hw_min_units=4.0), False),
+    (DetectorConfig(), True),                             # two odd shapes in two signatures: news
+    # the support asked before stop 43: it waited for a third, hours later on a slowly failing host
+    (DetectorConfig(host_odd_min_units=2.5, host_hw_min_units=4.0), False),
 ])
-def test_three_odd_shaped_crashes_in_three_signatures_page(fl: SimpleNamespace, config: DetectorConfig,
-                                                           pages: bool) -> None:
+def test_two_odd_shaped_crashes_in_two_signatures_page(fl: SimpleNamespace, config: DetectorConfig,
+                                                       pages: bool) -> None:
     """Silent corruption at its slowest: an odd-shaped crash every three hours, each in another signature.
 
-    On a fleet of ~5 crashes a host-day the crash channel cannot tell three
+    On a fleet of ~5 crashes a host-day the crash channel cannot tell two
     crashes from a crashier job; against the fleet's rate of odd shapes (none)
-    three are p ~ 1e-10, and the page comes with the third, not hours later
-    with a fourth.
+    two in two signatures are already the finding (``suspected_bad_silicon``),
+    and the page comes with the second, not hours later with a third.
     """
     at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
-    sick = [fl.crash(at + i * 3 * fl.HOUR, "h0042", f"lib{i}!f | lib{i}!g", **ODD) for i in range(3)]
+    sick = [fl.crash(at + i * 3 * fl.HOUR, "h0042", f"lib{i}!f | lib{i}!g", **ODD) for i in range(2)]
     end = at + 2 * fl.DAY
     events = fl.merged(fl.hosts(), _busy_week(fl, end), sick)
     alerts = [a for a in fl.firing(fl.run(events, config=config, detectors=["host_spike"], end_ms=end))
@@ -400,8 +400,27 @@ def test_three_odd_shaped_crashes_in_three_signatures_page(fl: SimpleNamespace, 
         assert alerts == [], [a.summary for a in alerts]
         return
     assert [(a.host, a.finding) for a in alerts] == [("h0042", "suspected_bad_silicon")], [a.summary for a in alerts]
-    assert alerts[0].ts_ms - sick[-1].ts_ms <= 10 * fl.MIN  # the step after the third
+    assert alerts[0].ts_ms - sick[-1].ts_ms <= 10 * fl.MIN  # the step after the second
     assert "odd-shaped crashes over" in (alerts[0].summary or "")
+
+
+def test_two_odd_shaped_crashes_on_a_fleet_that_crashes_oddly_do_not_page(fl: SimpleNamespace) -> None:
+    """Where software crashes oddly now and then, two odd shapes on one host are the fleet's rate, not news.
+
+    The support of two is safe only because the odd-shape channel's p-value
+    is against the fleet's own rate of odd shapes: here every host has one
+    every two days (a use-after-free on poisoned pointers, in thirty
+    signatures), and a host with two in three hours is not bad silicon.
+    """
+    at = fl.T0 + 2 * fl.DAY + 3 * fl.HOUR
+    end = at + 2 * fl.DAY
+    odd_fleet = [fl.crash(fl.T0 + (7 * i % 48) * fl.HOUR + k * 2 * fl.DAY + 13 * fl.MIN, f"h{i:04d}",
+                          f"bug{(i + k) % 30}!f | bug!g", **ODD)
+                 for i in range(200) if i != 42 for k in range(2)]
+    sick = [fl.crash(at + i * 3 * fl.HOUR, "h0042", f"lib{i}!f | lib{i}!g", **ODD) for i in range(2)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), odd_fleet, sick)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end)) if a.severity == "page"]
+    assert alerts == [], [a.summary for a in alerts]
 
 
 def test_a_pod_looping_on_a_garbage_pointer_is_a_crash_loop_not_a_sick_host(fl: SimpleNamespace) -> None:
