@@ -52,6 +52,7 @@ from msgspec import Struct, field
 
 from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
 from fleetepi.detectors.inventory import SEP, Inventory, pair_key, split_key
+from fleetepi.detectors.look import Look
 from fleetepi.detectors.stats import (
     alpha_per_look,
     benjamini_hochberg,
@@ -189,6 +190,21 @@ def rate_ratio_ci(a: float, c: float, e1: float, e0: float, z: float = 1.96) -> 
     rr = (a2 / e1) / (c2 / e0)
     se = min(math.sqrt(1.0 / a2 + 1.0 / c2), 50.0)
     return rr, rr * math.exp(-z * se), rr * math.exp(z * se)
+
+
+class Share(Struct, frozen=True):
+    """A cohort's share of its key's units at one scale (``CohortCorrelation._share``)."""
+
+    #: effective units in the cohort and on the attribute's hosts (the key's Kish count, split by share)
+    k: float
+    n: float
+    #: the cohort's share of the attribute's host-time: the share expected with no association
+    p0: float
+    #: decayed units in the cohort and outside it, and host-hours in it and outside it
+    c_in: float
+    c_out: float
+    e_in: float
+    e_out: float
 
 
 class _HostScan:
@@ -457,6 +473,7 @@ class CohortCorrelation(Struct):
         more of the false-discovery budget (``_weights``).
         """
         g = clock.g(now_ms)
+        look = Look(now_ms, g, inventory, clock)
         n_star = max(self._n_star, self.min_units)
         if now_ms >= self.recount_ms:
             self._recount(now_ms, g, n_star)
@@ -496,7 +513,7 @@ class CohortCorrelation(Struct):
                 if pc is None:
                     continue
                 if pc.firing:
-                    v = self._maybe_resolve(key, st, pk, pc, now_ms, g, inventory)
+                    v = self._maybe_resolve(key, st, pk, pc, look)
                     if v is not None:
                         out.append(v)
                     continue
@@ -511,7 +528,7 @@ class CohortCorrelation(Struct):
                 else:
                     pc.long_tested_ms = now_ms
                 if scales:
-                    found = self._tests(key, st, pk, pc, now_ms, g, inventory, self.fdr, scales=scales, n_eff=n_eff)
+                    found = self._tests(key, st, pk, pc, look, self.fdr, scales=scales, n_eff=n_eff)
                     up = max(budget.of(key, spiking, watched, static=pc.static, pair=pk), 1.0)
                     age = now_ms - st.first_ms
                     if not key_tested and any(t.p <= self.ceiling(clock.scales_s[t.scale], age) * up for t in found):
@@ -522,8 +539,8 @@ class CohortCorrelation(Struct):
                         for other in sorted(st.pairs):
                             opc = st.pairs[other]
                             if not opc.firing and now_ms >= opc.quiet_until_ms:
-                                tests.extend(self._tests(key, st, other, opc, now_ms, g, inventory, self.fdr,
-                                                         scales=testable, n_eff=n_eff))
+                                tests.extend(self._tests(key, st, other, opc, look, self.fdr, scales=testable,
+                                                         n_eff=n_eff))
                     elif not key_tested:
                         tests.extend(found)
         if not tests:
@@ -545,8 +562,7 @@ class CohortCorrelation(Struct):
                     weight_of[t.key] = (w, _WHY_WEIGHTED[tier])
         for key in sorted(accepted):
             weight, why = weight_of[key]
-            out.extend(self._report(key, self.keys[key], accepted[key], family, weight, now_ms, g, inventory,
-                                    clock, why))
+            out.extend(self._report(key, self.keys[key], accepted[key], family, weight, look, why))
         return out
 
     def _relearn(self, now_ms: int, g: tuple[float, ...], inventory: Inventory, clock: DecayClock) -> None:
@@ -779,13 +795,13 @@ class CohortCorrelation(Struct):
             return 0.0
         return sum(hc[i] for h, hc in st.hosts.items() if h in inside) / total
 
-    def _share(self, st: CohortKey, pk: str, pc: PairCounts, i: int, now_ms: int, g: tuple[float, ...],
-               inventory: Inventory) -> tuple[float, float, float, float, float, float, float] | None:
-        """(k_eff, n_eff, p0, units in cohort, units outside, exposure in, exposure outside) at scale ``i``.
+    def _share(self, st: CohortKey, pk: str, pc: PairCounts, i: int, look: Look) -> Share | None:
+        """The cohort's share of the key's units at scale ``i``, against its share of the host-time.
 
         The cohort's units are those since its last report: an excess already
         paged and resolved is not news again while a long scale still holds it.
         """
+        g, inventory = look.g, look.inventory
         a, v = split_key(pk)
         akey = a + "\x1f"
         n1 = inventory.sizes.get(pk, 0)
@@ -799,18 +815,19 @@ class CohortCorrelation(Struct):
         c_k = pc.unreported(i) / g[i]
         if c_a <= 0 or c_k <= 0:
             return None
-        e_v = inventory.exposure((a, v), now_ms)[i]
-        e_a = inventory.exposure((a, ""), now_ms)[i]
+        e_v = inventory.exposure((a, v), look.now_ms)[i]
+        e_a = inventory.exposure((a, ""), look.now_ms)[i]
         if e_a <= e_v or e_v <= 0:
             return None
         c_all = all_[i] / g[i]
         n_eff = kish_n(c_all, st.q[i] / (g[i] * g[i])) * c_a / c_all if c_all > 0 else 0.0
-        return n_eff * c_k / c_a, n_eff, e_v / e_a, c_k, c_a - c_k, e_v, e_a - e_v
+        return Share(n_eff * c_k / c_a, n_eff, e_v / e_a, c_k, c_a - c_k, e_v, e_a - e_v)
 
-    def _tests(self, key: str, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
-               inventory: Inventory, ceiling: float, max_scale: int | None = None,
-               scales: list[int] | None = None, n_eff: dict[int, float] | None = None) -> list[_Test]:
+    def _tests(self, key: str, st: CohortKey, pk: str, pc: PairCounts, look: Look, ceiling: float,
+               max_scale: int | None = None, scales: list[int] | None = None,
+               n_eff: dict[int, float] | None = None) -> list[_Test]:
         out: list[_Test] = []
+        g, inventory = look.g, look.inventory
         a = pk[: pk.index("\x1f")]
         n1, n_all = inventory.sizes.get(pk, 0), inventory.attribute_hosts.get(a, 0)
         if n1 < self.min_cohort_hosts or n1 >= n_all:
@@ -841,10 +858,10 @@ class CohortCorrelation(Struct):
                 mean = nn * p_proxy
                 if z_above(nn * c_k / c_a, mean, mean * (1.0 - p_proxy)) < 3.0:
                     continue  # the exact test asks for p < 1e-6 (z ~ 4.8); sizes stand in for host-time
-            sh = self._share(st, pk, pc, i, now_ms, g, inventory)
+            sh = self._share(st, pk, pc, i, look)
             if sh is None:
                 continue
-            k, n, p0, c_k, c_out, e_v, e_out = sh
+            k, n, p0, c_k, e_v, e_out = sh.k, sh.n, sh.p0, sh.c_in, sh.e_in, sh.e_out
             rate_ok = i in self.rate_scales and not pc.static
             if n < self.min_units and not rate_ok or k < 1.0:
                 continue
@@ -858,7 +875,7 @@ class CohortCorrelation(Struct):
             if p > ceiling or n < self.min_units:
                 if not rate_ok or p > RATE_SHARE_ALPHA / len(st.pairs):
                     continue
-                mu, size = self._rate_expected(st, a, i, g, inventory, now_ms, e_v)
+                mu, size = self._rate_expected(st, a, i, look, e_v)
                 if rho != 1.0:
                     mu *= p0 / p_host  # inside a static association: at its risk, not the attribute's average
                 # effective units, as the share test counts them: a host re-reporting every hour (chronic,
@@ -955,8 +972,7 @@ class CohortCorrelation(Struct):
                 out[pk] = (odds_ratio(share, p0), " and ".join(given_by[pk]))
         return out
 
-    def _rate_expected(self, st: CohortKey, a: str, i: int, g: tuple[float, ...], inventory: Inventory,
-                       now_ms: int, e_v: float) -> tuple[float, float]:
+    def _rate_expected(self, st: CohortKey, a: str, i: int, look: Look, e_v: float) -> tuple[float, float]:
         """(expected units on ``e_v`` host-hours of attribute ``a`` at scale ``i``, negative binomial size).
 
         Why a second test: the share test asks whether the cohort holds more
@@ -974,18 +990,17 @@ class CohortCorrelation(Struct):
         The share test still gates it (``RATE_SHARE_ALPHA``), so a key rising
         fleet-wide is not every rack's finding.
         """
-        L, r = self.longrun, max(self.rate_recent, i)
+        L, r, g = self.longrun, max(self.rate_recent, i), look.g
         tot = st.tot[a + "\x1f"]
         c_old = max(tot[L] / g[L] - tot[r] / g[r], 0.0)
-        e_a = inventory.exposure((a, ""), now_ms)
+        e_a = look.inventory.exposure((a, ""), look.now_ms)
         e_old = e_a[L] - e_a[r]
         size = c_old + RATE_PRIOR_UNITS
         if e_old <= 0:
             return math.inf, size
         return e_v * size / e_old, size
 
-    def _tail(self, st: CohortKey, t: _Test, g: tuple[float, ...], inventory: Inventory,
-              weights_of: dict[tuple[str, int], list[float]]) -> float:
+    def _tail(self, st: CohortKey, t: _Test, look: Look, weights_of: dict[tuple[str, int], list[float]]) -> float:
         """The cohort's decayed units against each host's own weight (``stats.weighted_share_tail``).
 
         The test that found it counts the key's effective units, as if the
@@ -995,18 +1010,18 @@ class CohortCorrelation(Struct):
         per attribute and scale in a step (``weights_of``: every rack of a key
         weighs the same hosts).
         """
-        i, gi = t.scale, g[t.scale]
+        i, gi = t.scale, look.g[t.scale]
         attr = split_key(t.pair)[0]
         weights = weights_of.get((attr, i))
         if weights is None:
-            announcing: AbstractSet[str] = inventory.members()[1].get(attr, frozenset())
+            announcing: AbstractSet[str] = look.inventory.members()[1].get(attr, frozenset())
             weights = weights_of[(attr, i)] = [hc[i] / gi for h, hc in st.hosts.items() if h in announcing]
         return weighted_share_tail(weights, st.pairs[t.pair].unreported(i) / gi, t.p0)
 
-    def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, now_ms: int,
-                g: tuple[float, ...], inventory: Inventory, clock: DecayClock,
+    def _report(self, key: str, st: CohortKey, tests: list[_Test], family: int, weight: float, look: Look,
                 why_weight: str = _WHY_WEIGHTED["spike"]) -> list[CohortVerdict]:
         """Explain nested and confounded cohorts, decide page or ticket, and word the verdicts."""
+        now_ms, g, inventory, clock = look.now_ms, look.g, look.inventory, look.clock
         by_pair: dict[str, list[_Test]] = {}
         for t in sorted(tests, key=lambda t: (t.p, t.scale)):
             by_pair.setdefault(t.pair, []).append(t)
@@ -1017,7 +1032,7 @@ class CohortCorrelation(Struct):
         for pair, found in by_pair.items():
             for t in found:
                 # (the rate test counts the cohort's own units against their expectation: no share to weigh)
-                if t.by_rate or self._tail(st, t, g, inventory, weights_of) <= \
+                if t.by_rate or self._tail(st, t, look, weights_of) <= \
                         self.ceiling(clock.scales_s[t.scale], now_ms - st.first_ms) * weight:
                     best[pair] = t
                     break
@@ -1047,8 +1062,7 @@ class CohortCorrelation(Struct):
                 continue
             if scan.hosts_in(t.pair, t.scale, g[t.scale]) < self.min_hosts:
                 continue
-            explained = self._explained(st, t, a, v, mine, accepted, g, inventory, now_ms, clock.scales_s[t.scale],
-                                        scan, rising)
+            explained = self._explained(st, t, a, v, mine, accepted, look, scan, rising)
             if explained is not None:
                 by, text = explained
                 if by in notes_of:
@@ -1058,12 +1072,12 @@ class CohortCorrelation(Struct):
             notes_of[t.pair] = []
             fresh.add(t.pair)
             chosen.append(t)
-        chosen = self._narrowest(st, chosen, members, g, inventory, notes_of, now_ms, clock, scan)
+        chosen = self._narrowest(st, chosen, members, notes_of, look, scan)
         out = []
         for t in chosen:
             pc = st.pairs[t.pair]
             a, v = split_key(t.pair)
-            severity, finding, why = self._classify(key, st, pc, t, now_ms, g, inventory, clock)
+            severity, finding, why = self._classify(key, st, pc, t, look)
             if severity == "ticket" and now_ms < pc.ticket_until_ms:
                 continue
             hosts = scan.hosts_in(t.pair, t.scale, g[t.scale])
@@ -1106,7 +1120,7 @@ class CohortCorrelation(Struct):
                     self.static_keys[key] = self.static_keys.get(key, 0) + 1
                     self.slots.pop(key, None)
                 pc.static = True
-                pc.rho = max(self._longrun_rr(st, t.pair, pc, now_ms, g, inventory), 1.0)
+                pc.rho = max(self._longrun_rr(st, t.pair, pc, look), 1.0)
                 pc.ticket_until_ms = now_ms + self.ticket_cooldown_ms
                 notes.append(f"static: later windows are tested against its long-run relative risk {pc.rho:.3g}")
             basis = ("the key's earlier rate" if t.by_rate else
@@ -1118,8 +1132,7 @@ class CohortCorrelation(Struct):
         return out
 
     def _narrowest(self, st: CohortKey, chosen: list[_Test], members: Mapping[tuple[str, str], AbstractSet[str]],
-                   g: tuple[float, ...], inventory: Inventory, notes_of: dict[str, list[str]], now_ms: int,
-                   clock: DecayClock, scan: _HostScan) -> list[_Test]:
+                   notes_of: dict[str, list[str]], look: Look, scan: _HostScan) -> list[_Test]:
         """Drop a wider cohort found in the same step as narrower ones inside it that explain it.
 
         The wider one (a cluster) often has the smallest p-value and is
@@ -1138,8 +1151,7 @@ class CohortCorrelation(Struct):
             inner = [(u.pair, sets[u.pair]) for u in chosen if sets[u.pair] < mine]
             if inner and frozenset().union(*(m for _, m in inner)) < mine:
                 a, v = split_key(t.pair)
-                explained = self._explained(st, t, a, v, mine, inner, g, inventory, now_ms, clock.scales_s[t.scale],
-                                            scan)
+                explained = self._explained(st, t, a, v, mine, inner, look, scan)
                 if explained is not None:
                     by, text = explained
                     notes_of[by].append(text)
@@ -1184,8 +1196,7 @@ class CohortCorrelation(Struct):
         return math.log(self.fdr) / math.log(0.5)
 
     def _explained(self, st: CohortKey, t: _Test, a: str, v: str, mine: AbstractSet[str],
-                   accepted: list[tuple[str, AbstractSet[str]]], g: tuple[float, ...],
-                   inventory: Inventory, now_ms: int, tau_s: float, scan: _HostScan,
+                   accepted: list[tuple[str, AbstractSet[str]]], look: Look, scan: _HostScan,
                    rising: AbstractSet[str] = frozenset()) -> tuple[str, str] | None:
         """Is this cohort's excess another, already accepted, cohort's? (accepted pair, note) or None.
 
@@ -1209,7 +1220,8 @@ class CohortCorrelation(Struct):
         of hosts that leave an attribute out make a node pool look like it
         holds only part of its SKU's excess, and the SKU pages as well.
         """
-        i = t.scale
+        now_ms, g, inventory = look.now_ms, look.g, look.inventory
+        i, tau_s = t.scale, look.clock.scales_s[t.scale]
         if t.by_rate:
             return self._explained_rate(t, a, v, mine, accepted, scan, g)
         by_attr = inventory.members()[1]
@@ -1421,13 +1433,9 @@ class CohortCorrelation(Struct):
             return k_in, n_in, share, p_in, rr_in
         return None
 
-    def _longrun_rr(self, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
-                    inventory: Inventory) -> float:
-        sh = self._share(st, pk, pc, self.longrun, now_ms, g, inventory)
-        if sh is None:
-            return 1.0
-        k, n, p0, _, _, _, _ = sh
-        return self._shrunk_rr(k, n, p0)
+    def _longrun_rr(self, st: CohortKey, pk: str, pc: PairCounts, look: Look) -> float:
+        sh = self._share(st, pk, pc, self.longrun, look)
+        return 1.0 if sh is None else self._shrunk_rr(sh.k, sh.n, sh.p0)
 
     def _shrunk_rr(self, k: float, n: float, p0: float) -> float:
         """The relative risk of ``k`` of ``n`` units on ``p0`` of the host-time, shrunk toward one by
@@ -1435,8 +1443,8 @@ class CohortCorrelation(Struct):
         share = (k + self.prior_units * p0) / (n + self.prior_units)
         return odds_ratio(share, p0) if 0 < share < 1 and 0 < p0 < 1 else 1.0
 
-    def _classify(self, key: str, st: CohortKey, pc: PairCounts, t: _Test, now_ms: int, g: tuple[float, ...],
-                  inventory: Inventory, clock: DecayClock) -> tuple[Literal["page", "ticket"], str, str]:
+    def _classify(self, key: str, st: CohortKey, pc: PairCounts, t: _Test,
+                  look: Look) -> tuple[Literal["page", "ticket"], str, str]:
         """Page (new or rising) or ticket (static), with the reason in words.
 
         The cohort's share now is compared with its share in the key's older
@@ -1449,6 +1457,7 @@ class CohortCorrelation(Struct):
         if pc.static:
             return "page", "association_rising", (f"rising: above its own long-run relative risk {pc.rho:.3g}, "
                                                  f"which was reported as static")
+        now_ms, g, inventory = look.now_ms, look.g, look.inventory
         i, L = t.scale, self.longrun
         a, v = split_key(t.pair)
         age_ms = now_ms - st.first_ms
@@ -1459,7 +1468,7 @@ class CohortCorrelation(Struct):
             return "page", "cohort_outbreak", (f"new: first seen {age_ms / 3_600_000:.3g} h ago, after the warm-up: "
                                                f"all its history is this cohort's")
         if t.by_rate:
-            return self._classify_rate(st, pc, i, g, inventory, a, v, now_ms)
+            return self._classify_rate(st, pc, i, a, v, look)
         # "before" is the long-run kernel minus the day's (``rate_recent``), not minus this scale's: minus the
         # six hours', a cohort's outbreak 13 h old was half its own "earlier share" and ticketed as static
         r = max(self.rate_recent, i)
@@ -1491,8 +1500,8 @@ class CohortCorrelation(Struct):
                                                 f"({share_old:.1%} of {c_old_a:.3g} earlier units, relative risk "
                                                 f"{rho:.3g}; p={p_rise:.3g})")
 
-    def _classify_rate(self, st: CohortKey, pc: PairCounts, i: int, g: tuple[float, ...], inventory: Inventory,
-                       a: str, v: str, now_ms: int) -> tuple[Literal["page", "ticket"], str, str]:
+    def _classify_rate(self, st: CohortKey, pc: PairCounts, i: int, a: str, v: str,
+                       look: Look) -> tuple[Literal["page", "ticket"], str, str]:
         """A rate test's cohort against its own earlier rate: new if above it, static (a ticket) if not.
 
         A rack whose hosts have always reported the key at this rate is a
@@ -1502,11 +1511,11 @@ class CohortCorrelation(Struct):
         days say little alone, and "never seen there" must not read as
         "always this high there".
         """
-        L, r = self.longrun, max(self.rate_recent, i)
-        mu_a, _ = self._rate_expected(st, a, i, g, inventory, now_ms, 1.0)  # per host-hour
+        L, r, g = self.longrun, max(self.rate_recent, i), look.g
+        mu_a, _ = self._rate_expected(st, a, i, look, 1.0)  # per host-hour
         c_k = pc.unreported(i) / g[i]
         c_old = max(pc.c[L] / g[L] - pc.c[r] / g[r], 0.0)
-        e_v = inventory.exposure((a, v), now_ms)
+        e_v = look.inventory.exposure((a, v), look.now_ms)
         e_old = max(e_v[L] - e_v[r], 0.0)
         size = c_old + self.prior_units
         mu = e_v[i] * size / (self.prior_units / mu_a + e_old) if 0 < mu_a < math.inf else math.inf
@@ -1517,12 +1526,12 @@ class CohortCorrelation(Struct):
         return "ticket", "static_association", (f"static: the cohort's own earlier rate expects {mu:.3g} "
                                                 f"({c_old:.3g} earlier units); p={p_own:.3g}")
 
-    def _maybe_resolve(self, key: str, st: CohortKey, pk: str, pc: PairCounts, now_ms: int, g: tuple[float, ...],
-                       inventory: Inventory) -> CohortVerdict | None:
+    def _maybe_resolve(self, key: str, st: CohortKey, pk: str, pc: PairCounts, look: Look) -> CohortVerdict | None:
         """Resolve once no scale up to the one that fired is significant (longer ones hold the excess for weeks)."""
+        now_ms, g, inventory = look.now_ms, look.g, look.inventory
         if now_ms - pc.fired_ms < 3_600_000:
             return None
-        if self._tests(key, st, pk, pc, now_ms, g, inventory, self.resolve_alpha, max_scale=pc.fired_scale):
+        if self._tests(key, st, pk, pc, look, self.resolve_alpha, max_scale=pc.fired_scale):
             return None
         pc.firing = False
         st.firing.discard(pk)

@@ -38,6 +38,7 @@ from msgspec import Struct, field
 
 from fleetepi.detectors.decay import DecayClock, exposure_hours, kish_n, scale_in_place
 from fleetepi.detectors.inventory import Inventory, split_key
+from fleetepi.detectors.look import Look
 from fleetepi.detectors.stats import nb_sf_real, poisson_sf_real
 
 DAY_MS = 86_400_000
@@ -189,10 +190,11 @@ class HostPeers(Struct):
             if not hosts:
                 continue
             fleet = self._fleet_rates(ch, now_ms, g, inventory)
+            look = Look(now_ms, g, inventory, clock)
             for host in sorted(hosts):
                 st = ch.hosts.get(host)
                 if st is not None:
-                    v = self._acute(name, ch, host, st, now_ms, g, inventory, clock, fleet)
+                    v = self._acute(name, ch, host, st, look, fleet)
                     if v is not None:
                         out.append(v)
         if now_ms >= self.next_chronic_ms:
@@ -214,8 +216,8 @@ class HostPeers(Struct):
             return (max(st.c[i] - st.reported[i], 0.0) / g[i], max(st.d[i] - st.reported_d[i], 0.0) / (g[i] * g[i]))
         return st.c[i] / g[i], st.d[i] / (g[i] * g[i])
 
-    def _rates(self, ch: Channel, host: str, st: HostCounts, i: int, now_ms: int, g: tuple[float, ...],
-               inventory: Inventory, clock: DecayClock, use_own: bool = True) -> tuple[float, str, float, float]:
+    def _rates(self, ch: Channel, host: str, st: HostCounts, i: int, look: Look,
+               use_own: bool = True) -> tuple[float, str, float, float]:
         """(units per host-hour expected, its basis, the host's own exposure in hours, NB size) at scale ``i``.
 
         Hosts differ (some run crashier jobs): a host's rate is its peers' rate times a propensity
@@ -226,6 +228,7 @@ class HostPeers(Struct):
         host with a week of ordinary history is tested nearly as a Poisson count around its own
         level, and one that always crashed more expects more.
         """
+        now_ms, g, inventory, clock = look.now_ms, look.g, look.inventory, look.clock
         tau = clock.scales_s[i]
         L, A = self.longrun, self.acute[-1]
         mine = st.c[i] / g[i] if not st.chronic else 0.0
@@ -324,8 +327,9 @@ class HostPeers(Struct):
         p = nb_sf_real(n_eff, mu_eff, size)
         return p < alpha, p, obs, mu
 
-    def _acute(self, name: str, ch: Channel, host: str, st: HostCounts, now_ms: int, g: tuple[float, ...],
-               inventory: Inventory, clock: DecayClock, fleet: list[float]) -> PeerVerdict | None:
+    def _acute(self, name: str, ch: Channel, host: str, st: HostCounts, look: Look,
+               fleet: list[float]) -> PeerVerdict | None:
+        now_ms, g, inventory, clock = look.now_ms, look.g, look.inventory, look.clock
         if st.firing:
             if now_ms - st.fired_ms < clock.scales_s[self.acute[0]] * 1000:
                 return None
@@ -333,8 +337,7 @@ class HostPeers(Struct):
             for i in self.acute:
                 if i > st.fired_scale:
                     break  # a longer scale keeps the excess long after it ended
-                rate, _, h_own, size = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
-                                                   name not in self.peers_only)
+                rate, _, h_own, size = self._rates(ch, host, st, i, look, name not in self.peers_only)
                 if self._test(st, i, rate, h_own, g, self.resolve_alpha, size, min_units)[0]:
                     return None
             st.firing = False
@@ -355,8 +358,7 @@ class HostPeers(Struct):
             h_own = exposure_hours(since, now_ms, clock.scales_s[i])
             if kish_n(obs, sq) < min_units or obs < self.min_ratio * fleet[i] * h_own:
                 continue  # cannot pass: the fleet's rate alone expects too much
-            rate, basis, h_own, size = self._rates(ch, host, st, i, now_ms, g, inventory, clock,
-                                                   name not in self.peers_only)
+            rate, basis, h_own, size = self._rates(ch, host, st, i, look, name not in self.peers_only)
             ok, p, obs, mu = self._test(st, i, rate, h_own, g, alpha, size, min_units)
             if ok and (best is None or p < best[0]):
                 best = (p, i, obs, mu, basis, size)
