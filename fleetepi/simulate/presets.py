@@ -341,6 +341,31 @@ def weekly(seed: int) -> SimConfig:
     return replace(noisy(seed), preset="weekly", weekend_load=0.5)
 
 
+@register("sparse", 0.1)
+def sparse(seed: int) -> SimConfig:
+    """A sparse fleet: 3,000 hosts, 14 days, ~0.1 crashes per host-day, the issue's lowest background.
+
+    Racks of 24 in three datacenters; H100, A100 and B200; 1,000 signatures, so
+    that most crash a few times a week and a day holds only a handful of any
+    one. Few benign phenomena: a job-wide abort every other day (32-128 hosts),
+    a rare crash loop, 0.1 % chronic ECC and chronic-Xid hosts, two static
+    associations; Xids at half the usual rate. Every outbreak template once.
+    Never tuned on (stop 43): the detectors' floors and priors meet a fleet a
+    third as calm as ``quiet``.
+    """
+    return SimConfig(
+        seed=seed, preset="sparse", hosts=3000, days=14.0, outbreaks=BROAD_OUTBREAKS,
+        hosts_per_rack=24, datacenter_shares=(0.4, 0.35, 0.25),
+        gpu_mix=(("H100-SXM5-80GB", 0.5), ("A100-SXM4-80GB", 0.3), ("B200-SXM6-180GB", 0.2)),
+        extra_attributes=("node_pool",), missing_attribute_share=0.01,
+        crash_rate_per_host_day=0.085, signatures=1000, zipf_exponent=1.0, day_to_day_shape=4.0, job_share=0.7,
+        job_bursts_per_day=0.5, burst_min_hosts=32, burst_max_hosts=128, burst_job_share=0.8,
+        crash_loops_per_1k_host_day=0.1, crash_loop_hours=(1.0, 6.0),
+        chronic_ecc_share=0.001, chronic_xid_share=0.001, static_associations=2,
+        thermal_mode="on_change", xid_rate_scale=0.5,
+    )
+
+
 def _scaling(hosts: int) -> Callable[[int], SimConfig]:
     def build(seed: int) -> SimConfig:
         return SimConfig(
