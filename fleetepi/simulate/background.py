@@ -57,15 +57,24 @@ def job_name(job: int) -> str:
     return f"{prefixes[job % len(prefixes)]}-{job}"
 
 
-def daily_factor(ts_ms: np.ndarray, amplitude: float, weekend: float = 1.0) -> np.ndarray:
-    """Load of the fleet over the day (mean 1 on weekdays, peak in the afternoon UTC), ``weekend`` times it on
-    Saturdays and Sundays (UTC): people launch fewer jobs then, and Monday brings them back."""
+def daily_factor(ts_ms: np.ndarray, cfg: SimConfig) -> np.ndarray:
+    """Load of the fleet over the day (mean 1 on weekdays, peak in the afternoon UTC), ``cfg.weekend_load`` times
+    it on Saturdays and Sundays (UTC): people launch fewer jobs then, and Monday brings them back.
+
+    Everything that follows the jobs reads it from here, so a fleet's daily and weekly cycles are one setting
+    each, never a caller's to pass on."""
     hour = (ts_ms % DAY_MS) / HOUR_MS
-    load = 1.0 + amplitude * np.sin(2 * np.pi * (hour - 9.0) / 24.0)
-    if weekend != 1.0:
+    load = 1.0 + cfg.daily_amplitude * np.sin(2 * np.pi * (hour - 9.0) / 24.0)
+    if cfg.weekend_load != 1.0:
         weekday = (np.asarray(ts_ms) // DAY_MS + 3) % 7  # 1970-01-01 was a Thursday; Monday is 0
-        load = np.where(weekday >= 5, load * weekend, load)
+        load = np.where(weekday >= 5, load * cfg.weekend_load, load)
     return load
+
+
+def peak_share(ts_ms: np.ndarray, cfg: SimConfig) -> np.ndarray:
+    """``daily_factor`` as a share of a weekday's peak (at most 1): the chance that an event drawn at the peak
+    rate is kept (thinning), or a device's load between idle and full."""
+    return daily_factor(ts_ms, cfg) / (1 + cfg.daily_amplitude)
 
 
 def signature_rates(cfg: SimConfig, rng: np.random.Generator) -> np.ndarray:
@@ -116,7 +125,7 @@ def background_crashes(cfg: SimConfig, fleet: Fleet, rates: np.ndarray, sig_shap
                        rng: np.random.Generator) -> CrashTable:
     start, n_hours = cfg.start_ms, int(np.ceil(cfg.days * 24))
     hour_start = start + np.arange(n_hours, dtype=np.int64) * HOUR_MS
-    daily = daily_factor(hour_start + HOUR_MS // 2, cfg.daily_amplitude, cfg.weekend_load)
+    daily = daily_factor(hour_start + HOUR_MS // 2, cfg)
     n_days = int(np.ceil(cfg.days)) + 1
     k = cfg.day_to_day_shape
     day_mult = rng.gamma(k, 1.0 / k, size=(len(rates), n_days)) if np.isfinite(k) else np.ones((len(rates), n_days))
@@ -203,13 +212,12 @@ def background_telemetry(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator)
     # Thermal: hottest GPU of the host, every interval, at a per-host phase.
     ts, host = _periodic(cfg.thermal_interval_s, n, start, end, rng)
     offset = rng.normal(0.0, 3.0, size=n)
-    load = daily_factor(ts, cfg.daily_amplitude, cfg.weekend_load)
-    temp = 40.0 + 28.0 * load / (1 + cfg.daily_amplitude) + offset[host] + rng.normal(0.0, 1.5, size=len(ts))
+    level = 40.0 + 28.0 * daily_factor(ts, cfg) / (1 + cfg.daily_amplitude) + offset[host]
+    temp = level + rng.normal(0.0, 1.5, size=len(ts))
     temp = np.clip(temp, 25.0, 88.5).round(1)
     thermal = telemetry_table(ts_ms=ts, host=host, kind=TK["thermal"], code=-1, count=-1, value=temp,
                               device=rng.integers(0, catalog.GPUS_PER_HOST, size=len(ts)), origin=BACKGROUND)
     if cfg.thermal_mode == "on_change":
-        level = 40.0 + 28.0 * load / (1 + cfg.daily_amplitude) + offset[host]
         thermal = take(thermal, on_change(thermal.ts_ms, thermal.host, level, THERMAL_BAND_C, start,
                                           cfg.heartbeat_s))  # type: ignore[assignment]
     parts.append(thermal)
@@ -233,7 +241,7 @@ def background_telemetry(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator)
             return
         t = start + rng.integers(0, span, size=m)
         if load_shaped:  # application faults follow the jobs' daily cycle (thinning)
-            t = t[rng.random(m) < daily_factor(t, cfg.daily_amplitude, cfg.weekend_load) / (1 + cfg.daily_amplitude)]
+            t = t[rng.random(m) < peak_share(t, cfg)]
             m = len(t)
         c = -1 if extra_count is None else 1 + rng.poisson(extra_count, size=m)
         parts.append(telemetry_table(ts_ms=t, host=rng.integers(0, n, size=m), kind=TK[kind], code=code, count=c,
@@ -279,7 +287,7 @@ def background_power(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator) -> 
     n = len(fleet)
     ts, host = _periodic(cfg.power_interval_s, n, cfg.start_ms, cfg.end_ms, rng)
     tdp = np.array([GPU_CATALOG[g].tdp_w for g in fleet.initial["gpu_model"]])
-    load = daily_factor(ts, cfg.daily_amplitude, cfg.weekend_load) / (1 + cfg.daily_amplitude)
+    load = peak_share(ts, cfg)
     watts = tdp[host] * (0.45 + 0.35 * load + rng.normal(0.0, 0.04, size=len(ts)))
     watts = np.clip(watts, 0.1 * tdp[host], 0.92 * tdp[host]).round(0)
     table = telemetry_table(ts_ms=ts, host=host, kind=TK["power"], code=-1, count=-1, value=watts,
@@ -292,4 +300,4 @@ def background_power(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator) -> 
 
 __all__ = ["POWER_BAND_W", "THERMAL_BAND_C", "JobBurst", "background_crashes", "background_power",
            "background_telemetry", "daily_factor", "job_bursts", "job_name", "make_crashes", "on_change",
-           "signature_rates", "signature_shapes"]
+           "peak_share", "signature_rates", "signature_shapes"]

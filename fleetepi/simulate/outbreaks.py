@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from fleetepi.simulate import catalog
-from fleetepi.simulate.background import DAY_MS, HOUR_MS, daily_factor, job_name, make_crashes
+from fleetepi.simulate.background import DAY_MS, HOUR_MS, job_name, make_crashes, peak_share
 from fleetepi.simulate.benign import static_label
 from fleetepi.simulate.catalog import TK, SignatureInfo
 from fleetepi.simulate.config import OutbreakSpec, SimConfig
@@ -689,7 +689,7 @@ class Injector:
         base = float(self.rates[sig])
         amp = cfg.daily_amplitude
         ts = self.times((k - 1) * base * (1 + amp), s, e)
-        ts = ts[rng.random(len(ts)) < daily_factor(ts, amp, cfg.weekend_load) / (1 + amp)]  # the jobs' daily cycle, like the base
+        ts = ts[rng.random(len(ts)) < peak_share(ts, cfg)]  # the jobs' daily cycle, like the base
         hosts = rng.choice(len(self.fleet), size=len(ts), p=self.p_host)
         name = self.signatures[sig].signature
         self.add(Outbreak(f"o{i}", "signature_spike", spec.template, s, e,
