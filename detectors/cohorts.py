@@ -200,9 +200,8 @@ class Share(Struct, frozen=True):
     n: float
     #: the cohort's share of the attribute's host-time: the share expected with no association
     p0: float
-    #: decayed units in the cohort and outside it, and host-hours in it and outside it
+    #: decayed units in the cohort, and host-hours in it and outside it
     c_in: float
-    c_out: float
     e_in: float
     e_out: float
 
@@ -821,7 +820,7 @@ class CohortCorrelation(Struct):
             return None
         c_all = all_[i] / g[i]
         n_eff = kish_n(c_all, st.q[i] / (g[i] * g[i])) * c_a / c_all if c_all > 0 else 0.0
-        return Share(n_eff * c_k / c_a, n_eff, e_v / e_a, c_k, c_a - c_k, e_v, e_a - e_v)
+        return Share(n_eff * c_k / c_a, n_eff, e_v / e_a, c_k, e_v, e_a - e_v)
 
     def _tests(self, key: str, st: CohortKey, pk: str, pc: PairCounts, look: Look, ceiling: float,
                max_scale: int | None = None, scales: list[int] | None = None,

@@ -183,6 +183,7 @@ class HostPeers(Struct):
         """Acute decisions for hosts touched or firing; chronic ones once a day."""
         out: list[PeerVerdict] = []
         g = clock.g(now_ms)
+        look = Look(now_ms, g, inventory, clock)
         for name in sorted(self.channels):
             ch = self.channels[name]
             hosts = ch.touched | ch.firing if ch.firing else ch.touched
@@ -190,7 +191,6 @@ class HostPeers(Struct):
             if not hosts:
                 continue
             fleet = self._fleet_rates(ch, now_ms, g, inventory)
-            look = Look(now_ms, g, inventory, clock)
             for host in sorted(hosts):
                 st = ch.hosts.get(host)
                 if st is not None:
