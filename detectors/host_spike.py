@@ -55,6 +55,8 @@ ODD_CHANNEL = "odd_shape"
 HW_CHANNEL = "hardware"
 #: A ticketed loop's signature is the loop's while it crashes again within this long.
 LOOP_GAP_MS = DAY_MS
+#: A loop is ticketed while it loops: its signature's last crash unit within this long (a unit an hour).
+LOOP_ONGOING_MS = 2 * 3_600_000
 #: An odd-shaped signature counts once this long on a host's odd-shape channel.
 ODD_SIGNATURE_GAP_MS = DAY_MS
 #: A host's signatures by count, ties by name (deterministic): (signature, count) -> (count, signature).
@@ -293,6 +295,10 @@ class HostSpike:
             return None
         sig = d.top_signature
         if sig is None:  # top > 0 above: the host has crashed with a signature
+            return None
+        if now_ms - e.last_unit.get("s\x1f" + sig, 0) > LOOP_ONGOING_MS:
+            # the day's evidence still holds a loop that stopped hours ago (one during the warm-up, read when
+            # any crash of the host touches it after): a pod no longer restarting is nothing to fix now
             return None
         e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
         e.loops[sig] = now_ms
