@@ -62,7 +62,8 @@ def test_docstring_states_the_rate_and_the_fleet(name: str) -> None:
 RATE_RUNS = {"classic": {}, "quiet": {"days": 6.0}, "noisy": {"days": 4.0}, "large": {"days": 2.0},
              "hot": {"days": 4.0}, "tiny": {}, "longhaul": {"days": 30.0}, "deploy": {}, "steady": {"days": 4.0},
              "weekly": {"days": 7.0}, "maintenance": {}, "sparse": {},
-             "scaling-500": {}, "scaling-2000": {}, "scaling-8000": {"days": 1.0}, "scaling-32000": {"days": 1.0}}
+             "scaling-500": {}, "scaling-2000": {}, "scaling-8000": {"days": 1.0}, "scaling-32000": {"days": 1.0},
+             "huge": {"days": 1.0}}
 
 
 def test_every_preset_has_a_rate_run() -> None:
