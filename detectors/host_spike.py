@@ -55,7 +55,8 @@ ODD_CHANNEL = "odd_shape"
 HW_CHANNEL = "hardware"
 #: A ticketed loop's signature is the loop's while it crashes again within this long.
 LOOP_GAP_MS = DAY_MS
-#: A loop is ticketed while it loops: its signature's last crash unit within this long (a unit an hour).
+#: A loop is ticketed while it loops: its signature's last crash unit within this long, or two unit spans
+#: (``unit_span_s``: a loop's crashes make a unit a span), whichever is longer.
 LOOP_ONGOING_MS = 2 * 3_600_000
 #: An odd-shaped signature counts once this long on a host's odd-shape channel.
 ODD_SIGNATURE_GAP_MS = DAY_MS
@@ -296,7 +297,7 @@ class HostSpike:
         sig = d.top_signature
         if sig is None:  # top > 0 above: the host has crashed with a signature
             return None
-        if now_ms - e.last_unit.get("s\x1f" + sig, 0) > LOOP_ONGOING_MS:
+        if now_ms - e.last_unit.get("s\x1f" + sig, 0) > max(LOOP_ONGOING_MS, 2 * self._unit_ms):
             # the day's evidence still holds a loop that stopped hours ago (one during the warm-up, read when
             # any crash of the host touches it after): a pod no longer restarting is nothing to fix now
             return None
