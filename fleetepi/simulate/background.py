@@ -212,7 +212,7 @@ def background_telemetry(cfg: SimConfig, fleet: Fleet, rng: np.random.Generator)
     # Thermal: hottest GPU of the host, every interval, at a per-host phase.
     ts, host = _periodic(cfg.thermal_interval_s, n, start, end, rng)
     offset = rng.normal(0.0, 3.0, size=n)
-    level = 40.0 + 28.0 * daily_factor(ts, cfg) / (1 + cfg.daily_amplitude) + offset[host]
+    level = 40.0 + 28.0 * peak_share(ts, cfg) + offset[host]
     temp = level + rng.normal(0.0, 1.5, size=len(ts))
     temp = np.clip(temp, 25.0, 88.5).round(1)
     thermal = telemetry_table(ts_ms=ts, host=host, kind=TK["thermal"], code=-1, count=-1, value=temp,
