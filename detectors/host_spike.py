@@ -104,6 +104,8 @@ class Evidence(Struct):
     #: signatures ticketed as this host's crash loop -> ms of their last crash: explained, they no longer
     #: count against its peers while they keep looping
     loops: dict[str, int] = field(default_factory=dict)
+    #: signature -> the job of its last crash that named one: a loop of one job on many hosts is one loop
+    sig_jobs: dict[str, str] = field(default_factory=dict)
     silicon_until_ms: int = 0
     last_ms: int = 0
 
@@ -133,6 +135,9 @@ class HostSpikeState(Struct):
     crash_touched: set[str] = field(default_factory=set)
     #: hosts whose episode is open (alerted, firing on some channel): one alert per episode
     open: set[str] = field(default_factory=set)
+    #: "job\x1fsignature" -> until when its crash loop is ticketed (``ticket_cooldown_s``): a job that hangs
+    #: on 64 hosts and restarts, hanging again, loops on each of them, and is one ticket, not 64
+    job_loops: dict[str, int] = field(default_factory=dict)
 
 
 class HostSpike:
@@ -180,6 +185,8 @@ class HostSpike:
         n = gd * crash.n  # a source that counted repeats (a flood of one traceback) says how many
         e.sigs[sig] = e.sigs.get(sig, 0.0) + n
         e.crashes += n
+        if crash.job is not None:
+            e.sig_jobs[sig] = crash.job
         self.state.crash_touched.add(case.host)
         odd = odd_shape(crash, c.host_bitflip_min)
         looping = e.loops.get(sig)
@@ -301,8 +308,10 @@ class HostSpike:
             # the day's evidence still holds a loop that stopped hours ago (one during the warm-up, read when
             # any crash of the host touches it after): a pod no longer restarting is nothing to fix now
             return None
-        e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
         e.loops[sig] = now_ms
+        if self._job_ticketed(e, sig, now_ms):
+            return None
+        e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
         v = PeerVerdict(host, "crash", "firing", now_ms, d.crashes * d.top, 0.0, 86400.0, "a crash loop")
         summary = (f"host {host} has a crash loop: {d.crashes * d.top:.3g} crashes of one signature over ~a day "
                    f"({d.top:.0%} of its crashes; a pod restarting, for its owners to fix): {sig[:90]}")
@@ -311,6 +320,26 @@ class HostSpike:
                  f"hardware errors; the host's "
                  f"count against its peers counted the loop once an hour, and leaves it out while it loops"]
         return self._alert(v, "crash_loop", None, summary, notes, incident=incident_signature(sig))
+
+    def _job_ticketed(self, e: Evidence, sig: str, now_ms: int) -> bool:
+        """Is this loop its job's, already ticketed on another host? If not, it is now (the caller tickets it).
+
+        Why: a job deadlocked on 64 hosts restarts and hangs again, its
+        watchdog reporting on every rank each time: on each host one
+        signature repeating, a crash loop by every count. Ticketed per host
+        that was 64 tickets for one job (126 of the 127 loop tickets on the
+        quiet tuning seeds), all for what its signature's page already says.
+        The loop still leaves each host's count against its peers. A crash
+        without a job, or a pod's own job, is a loop of its host alone.
+        """
+        job = e.sig_jobs.get(sig)
+        if job is None:
+            return False
+        key = f"{job}\x1f{sig}"
+        if now_ms < self.state.job_loops.get(key, 0):
+            return True
+        self.state.job_loops[key] = now_ms + int(self.config.ticket_cooldown_s * 1000)
+        return False
 
     def _day_evidence(self, host: str, g: tuple[float, ...]) -> DayEvidence:
         e = self.state.hosts.get(host)
@@ -372,10 +401,12 @@ class HostSpike:
             e = self._evidence(host)
             if now_ms < e.loop_ticket_until_ms:
                 return None
-            e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
             sig = d.top_signature
             if sig is not None:
                 e.loops[sig] = now_ms
+                if self._job_ticketed(e, sig, now_ms):
+                    return None
+            e.loop_ticket_until_ms = now_ms + int(c.ticket_cooldown_s * 1000)
             finding, what = "crash_loop", "in a crash loop (one signature repeating): a pod to fix, not the host"
         else:
             finding, what = "sick_host", "crashing far above its peers"
@@ -455,9 +486,13 @@ class HostSpike:
         hosts = self.state.hosts
         for h in [h for h, e in hosts.items() if e.last_ms < cutoff]:
             del hosts[h]
+        if self.state.job_loops:
+            self.state.job_loops = {k: t for k, t in self.state.job_loops.items() if t > now_ms}
         for e in hosts.values():
             if len(e.sigs) > 8:
                 e.sigs = {s: x for s, x in e.sigs.items() if x / gd >= 0.01}
+            if e.sig_jobs:
+                e.sig_jobs = {s: j for s, j in e.sig_jobs.items() if s in e.sigs}
             if e.odd_sigs:
                 e.odd_sigs = {s: x for s, x in e.odd_sigs.items() if x / gd >= 0.01}
             if e.last_unit:

@@ -376,6 +376,28 @@ def test_a_ticketed_crash_loop_leaves_its_host_s_count(fl: SimpleNamespace) -> N
         [a.summary for a in alerts]
 
 
+@pytest.mark.parametrize(("jobs", "tickets"), [(["train-7"] * 8, 1), ([f"pod-{i}" for i in range(8)], 8)])
+def test_a_loop_is_ticketed_once_per_job_not_once_per_host(fl: SimpleNamespace, jobs: list[str],
+                                                           tickets: int) -> None:
+    """A job hung on eight hosts, restarting and hanging again: one crash-loop ticket, and no host paged.
+
+    Each rank's watchdog reports the hang at every restart: on each host one
+    signature repeating, a loop by every count. Eight pods of their own
+    looping on the same signature are eight loops, one ticket each.
+    """
+    at = fl.T0 + 6 * fl.DAY
+    end = at + fl.DAY
+    hang = "python3.11!torch.distributed.barrier | libnccl.so.2!ncclCommWatchdog"
+    loop = [fl.crash(t + i * 7 * 1000, f"h{40 + i:04d}", hang, job=job)
+            for i, job in enumerate(jobs) for t in range(at, end, 15 * fl.MIN)]
+    events = fl.merged(fl.hosts(), _busy_week(fl, end), loop)
+    alerts = [a for a in fl.firing(fl.run(events, detectors=["host_spike"], end_ms=end))
+              if a.host in {f"h{40 + i:04d}" for i in range(len(jobs))}]
+    assert [(a.severity, a.finding) for a in alerts] == [("ticket", "crash_loop")] * tickets, \
+        [a.summary for a in alerts]
+    assert len({a.host for a in alerts}) == tickets
+
+
 @pytest.mark.parametrize(("loop_h", "ticketed"), [((8, 16), False), ((16, 30), True)])
 def test_a_crash_loop_is_ticketed_while_it_loops_not_after_the_warm_up(fl: SimpleNamespace,
                                                                         loop_h: tuple[int, int],
