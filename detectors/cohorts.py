@@ -478,7 +478,7 @@ class CohortCorrelation(Struct):
             self._recount(now_ms, g, n_star)
         if now_ms >= self.relearn_ms:
             self.relearn_ms = now_ms + 86_400_000
-            self._relearn(now_ms, g, inventory, clock)
+            self._relearn(look)
         warm = self.start_ms is not None and now_ms >= self.start_ms + self.warmup_ms
         if warm and not self.early_taken:
             self._take_early(now_ms, g, inventory)
@@ -564,7 +564,7 @@ class CohortCorrelation(Struct):
             out.extend(self._report(key, self.keys[key], accepted[key], family, weight, look, why))
         return out
 
-    def _relearn(self, now_ms: int, g: tuple[float, ...], inventory: Inventory, clock: DecayClock) -> None:
+    def _relearn(self, look: Look) -> None:
         """Learn each static association's long-run risk again, daily, from its units older than a week.
 
         Why: the risk is learned when the association is ticketed, often on
@@ -580,6 +580,7 @@ class CohortCorrelation(Struct):
         pages, six rising static associations 0.3-4.2 h sooner and a
         wear-out 29 h sooner.
         """
+        now_ms, g, inventory, clock = look.now_ms, look.g, look.inventory, look.clock
         L = self.longrun
         j = max((i for i in self.acute if clock.scales_s[i] <= 7 * 86400.0), default=None)
         if j is None:

@@ -298,7 +298,10 @@ class HostSpike:
         e = self.state.hosts.get(host)
         if e is None or now_ms < e.loop_ticket_until_ms:
             return None
-        d = self._day_evidence(host, ctx.clock.g(now_ms))
+        g = ctx.clock.g(now_ms)
+        if e.crashes / g[self._day] < c.loop_min_crashes:
+            return None  # fewer crashes in the day than a loop makes of one signature (most hosts, every step)
+        d = self._day_evidence(host, g)
         if d.crashes * d.top < c.loop_min_crashes or d.top < c.loop_min_share or d.odd_elsewhere >= 1 or d.hw >= 1:
             return None
         sig = d.top_signature
