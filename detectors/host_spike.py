@@ -322,7 +322,17 @@ class HostSpike:
                  f">= {c.loop_min_share:.0%} of the host's crashes, no odd shapes in other signatures, no "
                  f"hardware errors; the host's "
                  f"count against its peers counted the loop once an hour, and leaves it out while it loops"]
+        notes.extend(self._job_note(e, sig))
         return self._alert(v, "crash_loop", None, summary, notes, incident=incident_signature(sig))
+
+    def _job_note(self, e: Evidence, sig: str) -> list[str]:
+        """What the ticket stands for when the loop's crashes name a job: the job's loop, on any of its hosts."""
+        job = e.sig_jobs.get(sig)
+        if job is None:
+            return []
+        days = self.config.ticket_cooldown_s / 86400.0
+        return [f"job {job}: one ticket for the job's loop; the same signature looping on its other hosts is "
+                f"not ticketed again for {days:g} days (a job hung on many hosts, restarting, loops on each)"]
 
     def _job_ticketed(self, e: Evidence, sig: str, now_ms: int) -> bool:
         """Is this loop its job's, already ticketed on another host? If not, it is now (the caller tickets it).
@@ -419,9 +429,11 @@ class HostSpike:
         summary = (f"host {host} {what}: {v.observed:.3g} {units} over ~{span(v.window_s)} vs "
                    f"{v.expected:.2g} expected from {v.basis}; last day: {n_sigs} signatures, {odd:.3g} odd-shaped "
                    f"crashes, {hw:.3g} hardware errors")
+        notes = [*v.notes, evidence]
         if sig is not None:
             summary += f": {sig[:90]}"
-        return self._alert(v, finding, v.p_value, summary, [*v.notes, evidence],
+            notes.extend(self._job_note(self._evidence(host), sig))
+        return self._alert(v, finding, v.p_value, summary, notes,
                            incident=incident_signature(sig) if sig is not None else None)
 
     def _top_signature(self, host: str) -> str | None:

@@ -396,6 +396,9 @@ def test_a_loop_is_ticketed_once_per_job_not_once_per_host(fl: SimpleNamespace, 
     assert [(a.severity, a.finding) for a in alerts] == [("ticket", "crash_loop")] * tickets, \
         [a.summary for a in alerts]
     assert len({a.host for a in alerts}) == tickets
+    # the ticket says whose loop it is: the job's, on any of its hosts
+    assert all(any(f"job {j}: one ticket for the job's loop" in n for n in a.notes or [])
+               for a, j in zip(sorted(alerts, key=lambda a: a.host or ""), sorted(set(jobs))))
 
 
 @pytest.mark.parametrize(("loop_h", "ticketed"), [((8, 16), False), ((16, 30), True)])
