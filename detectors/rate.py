@@ -537,8 +537,8 @@ class RateSpike(Struct):
         if not self.disp_prior_h:
             self.disp_prior_h = self.disp_prior_d = self.disp_prior
         rates = []
-        num_h = den_h = num_d = den_d = 0.0
-        n_h = n_d = 0
+        num_h = den_h = num_d = den_d = num_1 = den_1 = 0.0
+        n_h = n_d = n_1 = 0
         day_old = horizon_ms - 86_400_000
         for st in self.keys.values():  # every key, hourly: the moments are read as fields (DailyBaseline.moments)
             base = st.base
@@ -549,8 +549,10 @@ class RateSpike(Struct):
             if base.disp_n_h >= DISP_PRIOR_HOURS / 2 and den > 0 and c > 0:
                 num_h, den_h, n_h = num_h + base.disp_num_h, den_h + den, n_h + 1
             den = base.disp_den_d
-            if base.disp_n_d >= 2.0 and den > 0:
-                num_d, den_d, n_d = num_d + base.disp_num_d, den_d + den, n_d + 1
+            if base.disp_n_d >= 1.0 and den > 0:
+                num_1, den_1, n_1 = num_1 + base.disp_num_d, den_1 + den, n_1 + 1
+                if base.disp_n_d >= 2.0:
+                    num_d, den_d, n_d = num_d + base.disp_num_d, den_d + den, n_d + 1
         rates.sort()
         median = rates[len(rates) // 2] if rates else 0.0
         self.prior_rate = max(self.prior_floor, 0.5 * median)
@@ -561,6 +563,12 @@ class RateSpike(Struct):
             self.disp_learned = True
         if n_d >= 20:
             self.disp_prior_d = min(max(num_d / den_d, DISP_MIN), DISP_MAX)
+        elif n_1 >= 20 and n_h >= 20:
+            # a day of moments per key, until keys have two: the day's swing measured, if on one day each
+            # (the hourly swing, which stood in until then, holds the baseline's own error of hour slots
+            # learned from a few days: 0.8 on the quiet tuning fleet's fourth day, where days swing at 0.25
+            # and the keys' first days measured 0.43)
+            self.disp_prior_d = min(max(num_1 / den_1, DISP_MIN), DISP_MAX)
         elif n_h >= 20:
             # no fleet has shown its day-to-day swing yet (two days per key): the hourly swing stands in.
             # An hour's count carries the day's multiplier as well as its own noise, so it is an upper
