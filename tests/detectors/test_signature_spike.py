@@ -158,6 +158,40 @@ def test_the_first_day_windows_use_the_hourly_swing_until_days_are_learned() -> 
     assert spike.disp_prior_d == spike.disp_prior_h > 0.5
 
 
+def test_the_day_swing_is_learned_from_one_day_each_before_the_hourly_stands_in_for_it() -> None:
+    """Day four of a quiet fleet: the day prior is the days' own swing, not the hours' (which holds more).
+
+    Thirty keys at half a unit an hour on a daily cycle, their days drawn from
+    a gamma of shape 4 (phi 0.25). The hourly moments are taken against hour
+    slots learned from three days, and hold their error too (~0.6 here); the
+    daily ones need a key's second whole day and waited for its third, so
+    until day five the hourly stood in for the day windows and for every
+    window's baseline error.
+    """
+    import math
+
+    import numpy as np
+
+    from fleetepi.detectors.rate import rate_spike_from_config
+    from fleetepi.detectors.windows import HOUR_MS
+
+    spike = rate_spike_from_config(DetectorConfig())
+    rng = np.random.default_rng(5)
+    days = rng.gamma(4.0, 1 / 4.0, size=(30, 5))
+    step = spike.step_ms
+    for b in range(90 * HOUR_MS // step):
+        t = b * step
+        if t % HOUR_MS == 0:
+            h = t // HOUR_MS
+            load = 1.0 + 0.4 * math.sin(2 * math.pi * (h % 24 - 9) / 24)
+            for j in range(30):
+                for k in range(int(rng.poisson(0.5 * load * days[j, h // 24]))):
+                    spike.observe(f"k{j}", 1.0, t + 60_000 * k, f"h{int(rng.integers(2000))}")
+        spike.decide(t + step, t + step)
+    assert spike.disp_learned
+    assert spike.disp_prior_d < 0.5 < spike.disp_prior_h, (spike.disp_prior_d, spike.disp_prior_h)
+
+
 def _swinging_fleet(spike, factor_of, days: int, keys: int = 24, seed: int = 3, loops=lambda j, day: 0,
                     shape: float = 4.0, base: float = 3.0, extra_of=lambda j, hour: 0.0) -> list:
     """``keys`` signatures at ``base`` units an hour whose days swing as a gamma of ``shape`` (phi 1 / shape).
