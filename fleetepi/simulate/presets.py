@@ -341,6 +341,21 @@ def weekly(seed: int) -> SimConfig:
     return replace(noisy(seed), preset="weekly", weekend_load=0.5)
 
 
+@register("swinging", 4.3)
+def swinging(seed: int) -> SimConfig:
+    """A swinging fleet: 2,000 hosts, 14 days, ~4.3 crashes per host-day whose signatures swing twice as widely.
+
+    Everything as ``noisy`` (the same seed lays out the same fleet; the random
+    draws after that differ, outbreaks included), but each signature's day is
+    drawn from a gamma of shape 1.5 (phi 0.67), not 3: a day at a fifth or
+    three times the usual is common, and a signature of a few crashes a day
+    often has a silent one. ``steady`` is the other end (shape 400). Where the
+    detectors learn a fleet's swing from its first days, this is the fleet
+    whose first days say least. Never tuned on (stop 46; seeds 1-2 looked at).
+    """
+    return replace(noisy(seed), preset="swinging", day_to_day_shape=1.5)
+
+
 @register("sparse", 0.1)
 def sparse(seed: int) -> SimConfig:
     """A sparse fleet: 3,000 hosts, 14 days, ~0.1 crashes per host-day, the issue's lowest background.

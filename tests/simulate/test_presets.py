@@ -61,7 +61,7 @@ def test_docstring_states_the_rate_and_the_fleet(name: str) -> None:
 # tables, not the events, so each fleet is drawn at its full size (shorter runs where a full one is slow).
 RATE_RUNS = {"classic": {}, "quiet": {"days": 6.0}, "noisy": {"days": 4.0}, "large": {"days": 2.0},
              "hot": {"days": 4.0}, "tiny": {}, "longhaul": {"days": 30.0}, "deploy": {}, "steady": {"days": 4.0},
-             "weekly": {"days": 7.0}, "maintenance": {}, "sparse": {},
+             "weekly": {"days": 7.0}, "swinging": {"days": 4.0}, "maintenance": {}, "sparse": {},
              "scaling-500": {}, "scaling-2000": {}, "scaling-8000": {"days": 1.0}, "scaling-32000": {"days": 1.0},
              "huge": {"days": 1.0}}
 
@@ -188,3 +188,23 @@ def test_weekly_is_noisy_with_weekends() -> None:
         SimConfig(weekend_load=0.0)
     with pytest.raises(SimulationConfigError, match="weekend_load"):
         SimConfig(weekend_load=1.5)
+
+
+def _day_to_day_phi(name: str) -> float:
+    """Pooled phi of ``var = mu + phi mu^2`` of the busiest background signatures' daily counts (moments)."""
+    sim = simulate(preset(name, seed=5, hosts=400, days=10.0, outbreaks=()))
+    c = sim.crashes
+    bg = c.origin == -1
+    day = ((c.ts_ms[bg] - sim.start_ms) // 86_400_000).astype(int)
+    counts = np.zeros((int(c.sig.max()) + 1, 10))
+    np.add.at(counts, (c.sig[bg], np.minimum(day, 9)), 1.0)
+    busy = counts[counts.mean(axis=1) >= 20.0]
+    mu, var = busy.mean(axis=1), busy.var(axis=1, ddof=1)
+    return float(np.sum(var - mu) / np.sum(mu * mu))
+
+
+def test_swinging_is_noisy_whose_signatures_swing_twice_as_widely() -> None:
+    """The swinging fleet's busy signatures swing from day to day at phi ~0.67 (gamma shape 1.5), noisy's at ~0.33."""
+    assert preset("swinging", seed=3) == preset("noisy", seed=3).replace(preset="swinging", day_to_day_shape=1.5)
+    swinging, noisy = _day_to_day_phi("swinging"), _day_to_day_phi("noisy")
+    assert 0.45 < swinging < 0.95 and 0.2 < noisy < 0.45 and swinging > 1.5 * noisy, (swinging, noisy)
