@@ -51,9 +51,6 @@ HOLD_ALPHA = 1e-2
 HOLD_MIN_EXPECTED = 20.0
 #: Hours a key seen since the stream began waits for the fleet's learned dispersion before its first test without it.
 SETTLE_H = 48.0
-#: A key new to a running stream pages against its silence only if a key at the window's rate would have
-#: been that silent at most this often (``_silence_says_little``).
-NEW_SILENCE_ALPHA = 1e-5
 #: The learned dispersion prior stays within these.
 DISP_MIN, DISP_MAX = 0.01, 2.0
 
@@ -285,33 +282,6 @@ class RateSpike(Struct):
         return not self.disp_learned and now_ms - st.first_ms < SETTLE_H * HOUR_MS and \
             st.first_ms < self.start_ms + MIN_HISTORY_H * HOUR_MS
 
-    def _silence_says_little(self, st: RateKey, now_ms: int) -> bool:
-        """Would an ordinary key at this one's level have been as silent as it was before its first case?
-
-        Why: a key new to a running stream is tested against the hours the
-        stream watched it stay silent, until its own first day is folded.
-        Where signatures swing from day to day, silence says little: at a
-        gamma of shape 1.5 a signature of tens of crashes a day has a
-        near-silent day one time in 140, and its next day paged as new
-        (5 of 12 false pages on the swinging fleet's tuning seeds 1-2, at
-        25-54 h). The chance of ``d`` silent days at a daily mean ``m`` is
-        ``(1 + phi m)^(-d / phi)`` (5 % at ten a day and phi 0.67, 5e-5
-        without the swing); a new signature's burst after days of watching
-        is far below ``NEW_SILENCE_ALPHA``. The fleet's daily swing is the
-        pooled one (the configured prior until keys show theirs).
-        """
-        if self.start_ms is None:
-            return False
-        first_h = st.first_ms // HOUR_MS
-        silent_h = first_h - self.start_ms // HOUR_MS
-        if silent_h <= 0 or st.base.hour - first_h >= DAY_H:
-            return False  # seen since the stream began, or its own day is folded: its own past is the baseline
-        phi = self.disp_prior_d
-        # its level: its units since its first case (none folded yet), over the hours since
-        units = sum(acc for _, acc, _, _ in st.base.pending)
-        rate_d = units * DAY_H / max((now_ms - st.first_ms) / HOUR_MS, 1.0)
-        return phi > 0 and (1.0 + phi * rate_d) ** (-(silent_h / DAY_H) / phi) > NEW_SILENCE_ALPHA
-
     def _eligible(self, i: int, hist_h: float, age_ms: int) -> bool:
         """Can short window ``i`` be tested: a baseline for it, and (a long window) a key as old as it."""
         if hist_h < max(MIN_HISTORY_H, min(self.windows_s[i] / 3600.0, DAY_H)):
@@ -497,8 +467,6 @@ class RateSpike(Struct):
         if best is None:
             return None
         p, i, p_base = best
-        if i < n_short and self._silence_says_little(st, now_ms):
-            return None
         mu, phi, hours = exp[i]
         st.firing, st.fired_ms = True, now_ms
         st.fired_days = i >= n_short
