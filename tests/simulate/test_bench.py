@@ -43,7 +43,8 @@ def test_plan_defaults_to_held_out_and_flags_tuning_seeds(bench) -> None:
     assert "NOT held out" in what and "quiet 2" in what
     args = bench.argparse.Namespace(preset=None, seeds=None, tuning=True, quick=True)
     seeds, what = bench.plan(args)
-    assert seeds == {"quiet": (1,), "noisy": (1,), "classic": (1,), "hot": (1,), "steady": (1,)} and "NOT for reporting" in what
+    assert seeds == {"quiet": (1,), "noisy": (1,), "classic": (1,), "hot": (1,), "steady": (1,), "swinging": (1,)} \
+        and "NOT for reporting" in what
 
 
 @pytest.mark.integration
