@@ -192,12 +192,13 @@ def test_weekly_is_noisy_with_weekends() -> None:
 
 def _day_to_day_phi(name: str) -> float:
     """Pooled phi of ``var = mu + phi mu^2`` of the busiest background signatures' daily counts (moments)."""
-    sim = simulate(preset(name, seed=5, hosts=400, days=10.0, outbreaks=()))
+    days = 10
+    sim = simulate(preset(name, seed=5, hosts=400, days=float(days), outbreaks=()))
     c = sim.crashes
     bg = c.origin == -1
     day = ((c.ts_ms[bg] - sim.start_ms) // 86_400_000).astype(int)
-    counts = np.zeros((int(c.sig.max()) + 1, 10))
-    np.add.at(counts, (c.sig[bg], np.minimum(day, 9)), 1.0)
+    counts = np.zeros((int(c.sig.max()) + 1, days))
+    np.add.at(counts, (c.sig[bg], np.minimum(day, days - 1)), 1.0)
     busy = counts[counts.mean(axis=1) >= 20.0]
     mu, var = busy.mean(axis=1), busy.var(axis=1, ddof=1)
     return float(np.sum(var - mu) / np.sum(mu * mu))
