@@ -75,6 +75,9 @@ HOST_UNITS = 0.3
 RATE_PRIOR_UNITS = 0.5
 #: A key first seen after the warm-up is new for this long: none of its associations is static before.
 NEW_KEY_MS = 3 * 86_400_000
+#: A cohort holding under this share of the hosts its scale's host-time share says has shrunk within
+#: that scale, and is not tested at it (``_tests``).
+SHRUNK = 0.5
 
 
 _ATTR_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -862,6 +865,11 @@ class CohortCorrelation(Struct):
             if sh is None:
                 continue
             k, n, p0, c_k, e_v, e_out = sh.k, sh.n, sh.p0, sh.c_in, sh.e_in, sh.e_out
+            if n1 < SHRUNK * p0 * n_all:
+                # the cohort shrank within this scale (a roll-out moved most of its hosts away): its units came
+                # while it was bigger, as many as the key's rate was then, and its share of the whole scale's
+                # host-time says nothing of when the key was busy. Its shorter scales test it
+                continue
             rate_ok = i in self.rate_scales and not pc.static
             if n < self.min_units and not rate_ok or k < 1.0:
                 continue
