@@ -1482,11 +1482,23 @@ class CohortCorrelation(Struct):
         r = max(self.rate_recent, i)
         tot = st.tot.get(a + "\x1f")
         c_old_a = max((tot[L] / g[L] - tot[r] / g[r]) if tot is not None else 0.0, 0.0)
-        if c_old_a < self.prior_units and pc.early_p > 0:
+        if c_old_a < self.prior_units and tot is not None:
+            # a month's scale in a stream weeks old holds nearly all the long run, and "before" minus it is
+            # empty: what is older than the week's scale is the comparison then (a static association paged
+            # as new on day 9 of the quiet tuning fleet, against the 7 units of its first day)
+            week = [j for j in self.acute if self.rate_recent < j < i]
+            if week:
+                c_week = max(tot[L] / g[L] - tot[week[-1]] / g[week[-1]], 0.0)
+                if c_week >= self.prior_units:
+                    r, c_old_a = week[-1], c_week
+        early_a = st.early.get(a + "\x1f", 0.0)
+        if c_old_a < self.prior_units and pc.early_p > 0 and early_a > c_old_a:
             # early in a stream a week's or a month's scale holds nearly all that was watched, and "before"
-            # is empty: the key's first day (taken at the end of warm-up) is the comparison then. An
-            # association there from the first hour is static; one that began after it is not
-            c_old_k, c_old_a, eo_v, eo_a = pc.early, st.early.get(a + "\x1f", 0.0), pc.early_p, 1.0
+            # is thin: the key's first day (taken at the end of warm-up) is the comparison then, if it holds
+            # more. An association there from the first hour is static; one that began after it is not. A
+            # first day of 4 units, shrunk to "no association", paged a static one on day 9 as new, where
+            # the older part of the long run held 15
+            c_old_k, c_old_a, eo_v, eo_a = pc.early, early_a, pc.early_p, 1.0
         else:
             c_old_k = max(pc.c[L] / g[L] - pc.c[r] / g[r], 0.0)
             e_v = inventory.exposure((a, v), now_ms)

@@ -565,9 +565,9 @@ class RateSpike(Struct):
             self.disp_prior_d = min(max(num_d / den_d, DISP_MIN), DISP_MAX)
         elif n_1 >= 20 and n_h >= 20:
             # a day of moments per key, until keys have two: the day's swing measured, if on one day each
-            # (the hourly swing, which stood in until then, holds the baseline's own error of hour slots
-            # learned from a few days: 0.8 on the quiet tuning fleet's fourth day, where days swing at 0.25
-            # and the keys' first days measured 0.43)
+            # (the hourly swing, which stood in until then, holds the within-hour bursts of a few keys, job-wide
+            # aborts of collective signatures: 0.8 on the quiet tuning fleet's fourth day, where days swing at
+            # 0.25 and the keys' first days measured 0.43)
             self.disp_prior_d = min(max(num_1 / den_1, DISP_MIN), DISP_MAX)
         elif n_h >= 20:
             # no fleet has shown its day-to-day swing yet (two days per key): the hourly swing stands in.

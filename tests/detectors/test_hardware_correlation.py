@@ -744,3 +744,56 @@ def test_a_version_rolled_away_while_a_signature_was_busy_is_not_its_cohort(fl: 
                               detectors=["hardware_correlation"]))
     found = [(a.attribute, a.value, a.severity, a.summary) for a in alerts if a.signature == STATIC_SIG]
     assert bool([f for f in found if f[:3] == ("cuda", "12.4", "page")]) == paged, found
+
+
+SLOW_SIG = "libibverbs!ibv_reg_mr | libnccl!ncclIbIsend"
+
+
+def _slow_association(fl: SimpleNamespace, from_day: int, per_day: float, seed: int) -> list:
+    """``per_day`` crashes a day for ten days, 3.3 times likelier on the H100 hosts (45 % of the fleet) from
+    ``from_day`` on, on every host alike before it."""
+    import random
+
+    rng = random.Random(seed)
+    h100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 0]
+    others = [i for i in range(400) if i not in set(h100)]
+    w = 3.3 * len(h100) / (3.3 * len(h100) + len(others))
+    cases, t, k, end = [], fl.T0, 0, fl.T0 + 10 * fl.DAY
+    while True:
+        t += int(rng.expovariate(per_day / fl.DAY)) + 1
+        if t >= end:
+            break
+        p = w if t >= fl.T0 + from_day * fl.DAY else len(h100) / 400
+        cases.append(fl.crash(t, f"h{rng.choice(h100 if rng.random() < p else others):04d}", SLOW_SIG, job=f"s{k}"))
+        k += 1
+    return fl.merged(big_fleet(fl.T0), fl.background(400, fl.T0, end), cases)
+
+
+@pytest.mark.parametrize(("from_day", "per_day", "seed"), [(0, 3.5, 36), (1, 5.0, 29)])
+def test_a_slow_static_association_found_in_its_second_week_is_a_ticket(fl: SimpleNamespace, from_day: int,
+                                                                         per_day: float, seed: int) -> None:
+    """A few crashes a day, three times likelier on the H100 hosts from the first days: found on day 8-9, at the week's scale.
+
+    Early in a stream a week's scale holds most of what was watched, and
+    "its share before" was taken from the key's first day alone: four to six
+    units, shrunk to "no association", and the association paged as new
+    (on the old code: a page). What is older than the week's reach held 15
+    units at the association's share; a ticket.
+    """
+    alerts = [a for a in fl.firing(fl.run(_slow_association(fl, from_day, per_day, seed),
+                                          detectors=["hardware_correlation"])) if a.signature == SLOW_SIG]
+    found = [(a.attribute, a.value, a.severity, a.finding, a.notes[-1]) for a in alerts]
+    assert [f[:4] for f in found] == [("gpu_model", "H100", "ticket", "static_association")], found
+
+
+def test_an_association_that_began_on_day_five_still_pages_against_the_older_units(fl: SimpleNamespace) -> None:
+    """The same association from day five on, eight a day: found on day seven, it pages as new.
+
+    Its "before" is the part of the long run older than the week's scale (12 units,
+    at the fleet's share: the days before it began), which holds more than its first day.
+    """
+    alerts = [a for a in fl.firing(fl.run(_slow_association(fl, 5, 8.0, 22), detectors=["hardware_correlation"]))
+              if a.signature == SLOW_SIG]
+    assert alerts and (alerts[0].attribute, alerts[0].value, alerts[0].severity, alerts[0].finding) == \
+        ("gpu_model", "H100", "page", "cohort_outbreak"), [(a.severity, a.summary, a.notes) for a in alerts]
+    assert "12.2 earlier units" in alerts[0].notes[-1], alerts[0].notes
