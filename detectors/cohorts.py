@@ -1460,7 +1460,9 @@ class CohortCorrelation(Struct):
         scale's when it is longer), shrunk toward the
         cohort's exposure share by ``prior_units`` pseudo-units: thin history
         says "no association before", so an association is static only when
-        the older data itself shows it.
+        the older data itself shows it. Where that older history is thin early
+        in a stream, the month's scale takes what is older than the week's,
+        and the first day stands in only when it holds more.
         """
         if pc.static:
             return "page", "association_rising", (f"rising: above its own long-run relative risk {pc.rho:.3g}, "
