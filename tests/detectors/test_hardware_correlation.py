@@ -25,6 +25,11 @@ def big_fleet(t_ms: int) -> list[Host]:
     return out
 
 
+#: ``big_fleet``'s H100 hosts (even racks, not every tenth host: 45 % of the fleet) and the rest, by index
+H100_IDX = [i for i in range(400) if i % 10 and (i // 20) % 2 == 0]
+OTHER_IDX = [i for i in range(400) if i % 10 == 0 or (i // 20) % 2 == 1]
+
+
 def _cases(fl: SimpleNamespace, what: str, at: int) -> list:
     c = fl.crash
     sig = "libcuda!cuMemcpyHtoDAsync | libcudart!cudaMemcpyAsync"
@@ -101,8 +106,7 @@ def test_an_association_there_from_the_first_day_is_a_ticket_not_a_page(fl: Simp
     import random
 
     rng = random.Random(7)
-    h100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 0]
-    others = [i for i in range(400) if i not in set(h100)]
+    h100, others = H100_IDX, OTHER_IDX
     sig = "libnccl!ncclAllReduce | trainer!step"
     cases = []
     for k in range(3 * 24 * 4):                             # four an hour for three days
@@ -126,8 +130,7 @@ def test_a_static_association_that_rises_pages(fl: SimpleNamespace) -> None:
     import random
 
     rng = random.Random(7)
-    h100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 0]
-    others = [i for i in range(400) if i not in set(h100)]
+    h100, others = H100_IDX, OTHER_IDX
     sig = "libnccl!ncclAllReduce | trainer!step"
     cases = []
     for k in range(4 * 24 * 4):                             # four an hour for four days, 80 % on H100 hosts
@@ -755,8 +758,7 @@ def _slow_association(fl: SimpleNamespace, from_day: int, per_day: float, seed: 
     import random
 
     rng = random.Random(seed)
-    h100 = [i for i in range(400) if i % 10 and (i // 20) % 2 == 0]
-    others = [i for i in range(400) if i not in set(h100)]
+    h100, others = H100_IDX, OTHER_IDX
     w = 3.3 * len(h100) / (3.3 * len(h100) + len(others))
     cases, t, k, end = [], fl.T0, 0, fl.T0 + 10 * fl.DAY
     while True:
