@@ -604,8 +604,8 @@ class CohortCorrelation(Struct):
                 tot = st.tot.get(a + "\x1f")
                 if tot is None:
                     continue
-                n_old = max(tot[L] / g[L] - tot[j] / g[j], 0.0) * factor
-                k_old = max(pc.c[L] / g[L] - pc.c[j] / g[j], 0.0) * factor
+                n_old = self._older(tot, j, g) * factor
+                k_old = self._older(pc.c, j, g) * factor
                 if n_old < 2 * self.prior_units:
                     continue
                 e_v = inventory.exposure((a, v), now_ms)
@@ -1000,7 +1000,7 @@ class CohortCorrelation(Struct):
         """
         L, r, g = self.longrun, max(self.rate_recent, i), look.g
         tot = st.tot[a + "\x1f"]
-        c_old = max(tot[L] / g[L] - tot[r] / g[r], 0.0)
+        c_old = self._older(tot, r, g)
         e_a = look.inventory.exposure((a, ""), look.now_ms)
         e_old = e_a[L] - e_a[r]
         size = c_old + RATE_PRIOR_UNITS
@@ -1441,6 +1441,17 @@ class CohortCorrelation(Struct):
             return k_in, n_in, share, p_in, rr_in
         return None
 
+    def _older(self, counts: list[float], r: int, g: tuple[float, ...]) -> float:
+        """Units of ``counts`` older than scale ``r``'s reach: the long-run kernel minus scale ``r``'s (at least 0).
+
+        Every "before" of the cohort tests is this difference (the rate
+        test's earlier rate, ``_classify``'s earlier share, the daily
+        relearning of a static association's risk): the decayed kernels are
+        not hard windows, so it is the long run with the recent part taken out.
+        """
+        L = self.longrun
+        return max(counts[L] / g[L] - counts[r] / g[r], 0.0)
+
     def _longrun_rr(self, st: CohortKey, pk: str, pc: PairCounts, look: Look) -> float:
         sh = self._share(st, pk, pc, self.longrun, look)
         return 1.0 if sh is None else self._shrunk_rr(sh.k, sh.n, sh.p0)
@@ -1483,14 +1494,14 @@ class CohortCorrelation(Struct):
         # six hours', a cohort's outbreak 13 h old was half its own "earlier share" and ticketed as static
         r = max(self.rate_recent, i)
         tot = st.tot.get(a + "\x1f")
-        c_old_a = max((tot[L] / g[L] - tot[r] / g[r]) if tot is not None else 0.0, 0.0)
+        c_old_a = self._older(tot, r, g) if tot is not None else 0.0
         if c_old_a < self.prior_units and tot is not None:
             # a month's scale in a stream weeks old holds nearly all the long run, and "before" minus it is
             # empty: what is older than the week's scale is the comparison then (a static association paged
             # as new on day 9 of the quiet tuning fleet, against the 7 units of its first day)
             week = [j for j in self.acute if self.rate_recent < j < i]
             if week:
-                c_week = max(tot[L] / g[L] - tot[week[-1]] / g[week[-1]], 0.0)
+                c_week = self._older(tot, week[-1], g)
                 if c_week >= self.prior_units:
                     r, c_old_a = week[-1], c_week
         early_a = st.early.get(a + "\x1f", 0.0)
@@ -1502,7 +1513,7 @@ class CohortCorrelation(Struct):
             # the older part of the long run held 15
             c_old_k, c_old_a, eo_v, eo_a = pc.early, early_a, pc.early_p, 1.0
         else:
-            c_old_k = max(pc.c[L] / g[L] - pc.c[r] / g[r], 0.0)
+            c_old_k = self._older(pc.c, r, g)
             e_v = inventory.exposure((a, v), now_ms)
             e_a = inventory.exposure((a, ""), now_ms)
             eo_v, eo_a = e_v[L] - e_v[r], e_a[L] - e_a[r]
@@ -1536,7 +1547,7 @@ class CohortCorrelation(Struct):
         L, r, g = self.longrun, max(self.rate_recent, i), look.g
         mu_a, _ = self._rate_expected(st, a, i, look, 1.0)  # per host-hour
         c_k = pc.unreported(i) / g[i]
-        c_old = max(pc.c[L] / g[L] - pc.c[r] / g[r], 0.0)
+        c_old = self._older(pc.c, r, g)
         e_v = look.inventory.exposure((a, v), look.now_ms)
         e_old = max(e_v[L] - e_v[r], 0.0)
         size = c_old + self.prior_units
