@@ -531,6 +531,8 @@ class CohortCorrelation(Struct):
                     pc.long_tested_ms = now_ms
                 if scales:
                     found = self._tests(key, st, pk, pc, look, self.fdr, scales=scales, n_eff=n_eff)
+                    if not found:
+                        continue  # most pairs: no candidate, nothing to weigh
                     up = max(budget.of(key, spiking, watched, static=pc.static, pair=pk), 1.0)
                     age = now_ms - st.first_ms
                     if not key_tested and any(t.p <= self.ceiling(clock.scales_s[t.scale], age) * up for t in found):
