@@ -312,7 +312,7 @@ class Inventory:
         """``pair_key`` -> how many hosts of ``group`` hold it now (latest announcements, maintenance excluded).
 
         What a static association's cohort shares with every other cohort
-        (``CohortCorrelation._inside_static``). Counted once when first
+        (``cohorts.statics.inside_static``). Counted once when first
         asked for and kept current as hosts move, so that a roll-out does not
         cost a scan of the group's hosts per re-announced host.
         """

@@ -608,6 +608,7 @@ def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set
     static one), a weighted tier weighs more than one and the rest less.
     """
     from fleetepi.detectors.cohorts import CohortCorrelation, CohortKey, PairCounts
+    from fleetepi.detectors.cohorts.budget import step_budget
 
     engine = CohortCorrelation(acute=[0, 1, 2, 3], longrun=4, fdr=0.01, alpha=1e-6, resolve_alpha=1e-3,
                                rise_alpha=1e-4, explain_alpha=1e-3, min_rr_lower=1.0, min_hosts=3, min_units=5.0,
@@ -621,7 +622,7 @@ def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set
                                             for i in range(n)}, family=30)
     engine.static_keys = {k: len(v) for k, v in statics.items()}
     engine.family = 5000 + 90
-    b = engine._weights(frozenset(spiking), frozenset(watched), 0, inventory)  # type: ignore[arg-type]
+    b = step_budget(engine, frozenset(spiking), frozenset(watched), 0, inventory)  # type: ignore[arg-type]
     static = {k: {pk for pk, pc in engine.keys[k].pairs.items() if pc.static} for k in engine.keys}
     big = {k: sum(1 for pk in engine.keys[k].pairs if sizes[pk] == 200 and pk not in static[k]) for k in engine.keys}
     n_spike = sum(len(engine.keys[k].pairs) - len(static[k]) for k in spiking) * 4
@@ -654,6 +655,7 @@ def test_a_spiking_keys_weight_is_split_over_its_attributes_then_their_values() 
     The weights still add up to the family.
     """
     from fleetepi.detectors.cohorts import CohortCorrelation, CohortKey, PairCounts
+    from fleetepi.detectors.cohorts.budget import step_budget
 
     engine = CohortCorrelation(acute=[0, 1, 2, 3], longrun=4, fdr=0.01, alpha=1e-6, resolve_alpha=1e-3,
                                rise_alpha=1e-4, explain_alpha=1e-3, min_rr_lower=1.0, min_hosts=3, min_units=5.0,
@@ -664,7 +666,7 @@ def test_a_spiking_keys_weight_is_split_over_its_attributes_then_their_values() 
     engine.keys["k"] = CohortKey(pairs=pairs, family=30)
     engine.family = 5000 + 30
     inventory = SimpleNamespace(sizes={}, attribute_hosts={})
-    b = engine._weights(frozenset({"k"}), frozenset(), 0, inventory)  # type: ignore[arg-type]
+    b = step_budget(engine, frozenset({"k"}), frozenset(), 0, inventory)  # type: ignore[arg-type]
     w_rack = b.of("k", {"k"}, set(), pair="rack\x1fr07")
     w_gpu = b.of("k", {"k"}, set(), pair="gpu\x1fH100")
     n_rack, n_gpu = 40 * 4, 2 * 4
