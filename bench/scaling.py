@@ -138,11 +138,12 @@ def split_by_kind(path: Path) -> tuple[Path, Path]:
 
 
 def replay_cpu(path: Path) -> dict[str, Any]:
-    """The full replay pipeline over ``path``: lines, CPU and wall seconds, alerts by kind."""
+    """The full replay pipeline over ``path``: lines, CPU and wall seconds, alerts by kind (the alerts themselves
+    to ``.cache/bench/scaling-alerts-<file>.jsonl``)."""
     from fleetepi.jsonl import open_input, open_output
     from fleetepi.pipeline import JsonlAlertSink, Pipeline, batch_gc
 
-    with open_input(path) as source, open_output(CACHE / "scaling-alerts.jsonl") as out:
+    with open_input(path) as source, open_output(CACHE / f"scaling-alerts-{path.stem}.jsonl") as out:
         pipe = Pipeline(sink=JsonlAlertSink(out))
         with batch_gc():
             c0, w0 = time.process_time(), time.perf_counter()
@@ -156,7 +157,6 @@ def replay_cpu(path: Path) -> dict[str, Any]:
 def replay_rates(path: Path, split: bool = True) -> dict[str, Any]:
     """orjson parse-only, then the full replay pipeline, over the same file, CPU seconds each; with ``split``,
     the replay of its readings alone and of everything else alone."""
-
     loads = orjson.loads
     n_parse = 0
     c0 = time.process_time()
