@@ -22,10 +22,6 @@ MAX_SILENT_H = 30 * DAY_H
 PAST_DAYS = 6
 
 
-def _zeros(n: int) -> list[float]:
-    return [0.0] * n
-
-
 def _ring(cells: list[float], start: int, stop: int) -> list[float]:
     """``cells[j % len(cells)]`` for ``j`` in ``range(start, stop)``, in that order (``stop - start`` at most the ring)."""
     if stop <= start:
@@ -63,8 +59,8 @@ class Windows(Struct):
         cells, sizes, totals = self.cells, self.sizes, self.totals
         n = len(cells)
         if head < 0 or b - head >= n:
-            cells[:] = _zeros(n)
-            totals[:] = _zeros(len(totals))
+            cells[:] = [0.0] * n
+            totals[:] = [0.0] * len(totals)
         else:
             for i, size in enumerate(sizes):
                 t = totals[i]
@@ -75,10 +71,10 @@ class Windows(Struct):
                 totals[i] = t if t > 1e-9 else 0.0
             lo, hi = (head + 1) % n, (b + 1) % n
             if lo < hi:
-                cells[lo:hi] = _zeros(hi - lo)
+                cells[lo:hi] = [0.0] * (hi - lo)
             else:  # the buckets wrap around the ring's end
-                cells[lo:] = _zeros(n - lo)
-                cells[:hi] = _zeros(hi)
+                cells[lo:] = [0.0] * (n - lo)
+                cells[:hi] = [0.0] * hi
         self.head = b
 
     def add(self, b: int, w: float) -> bool:
@@ -96,8 +92,7 @@ class Windows(Struct):
 
     def spread(self, i: int) -> int:
         """Distinct non-empty buckets in window ``i`` (support spread over time)."""
-        n = len(self.cells)
-        return sum(1 for j in range(self.head - self.sizes[i] + 1, self.head + 1) if self.cells[j % n] > 0)
+        return sum(1 for x in _ring(self.cells, self.head - self.sizes[i] + 1, self.head + 1) if x > 0)
 
 
 def slot_weight(overall: float, hour_w: float, hour_units: float) -> float:

@@ -82,7 +82,7 @@ def count_tests(cc: CohortCorrelation, st: CohortKey, n_eff: Mapping[int, float]
     """
     n = len(st.pairs)
     share = sum(1 for i in cc.acute if n_eff[i] >= n_star)
-    rate = n * sum(1 for i in cc.rate_scales if n_eff[i] < n_star and cc._rate_live(all_, i, g))
+    rate = n * sum(1 for i in cc.rate_scales if n_eff[i] < n_star and cc.rate_live(all_, i, g))
     fam = n * share + rate
     cc.family += fam - st.family
     st.family, st.rate_family = fam, rate

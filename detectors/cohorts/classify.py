@@ -51,14 +51,14 @@ def classify_pair(cc: CohortCorrelation, key: str, st: CohortKey, pc: PairCounts
     # six hours', a cohort's outbreak 13 h old was half its own "earlier share" and ticketed as static
     r = max(cc.rate_recent, i)
     tot = st.tot.get(a + "\x1f")
-    c_old_a = cc._older(tot, r, g) if tot is not None else 0.0
+    c_old_a = cc.older(tot, r, g) if tot is not None else 0.0
     if c_old_a < cc.prior_units and tot is not None:
         # a month's scale in a stream weeks old holds nearly all the long run, and "before" minus it is
         # empty: what is older than the week's scale is the comparison then (a static association paged
         # as new on day 9 of the quiet tuning fleet, against the 7 units of its first day)
         week = [j for j in cc.acute if cc.rate_recent < j < i]
         if week:
-            c_week = cc._older(tot, week[-1], g)
+            c_week = cc.older(tot, week[-1], g)
             if c_week >= cc.prior_units:
                 r, c_old_a = week[-1], c_week
     early_a = st.early.get(a + "\x1f", 0.0)
@@ -70,7 +70,7 @@ def classify_pair(cc: CohortCorrelation, key: str, st: CohortKey, pc: PairCounts
         # the older part of the long run held 15
         c_old_k, c_old_a, eo_v, eo_a = pc.early, early_a, pc.early_p, 1.0
     else:
-        c_old_k = cc._older(pc.c, r, g)
+        c_old_k = cc.older(pc.c, r, g)
         e_v = inventory.exposure((a, v), now_ms)
         e_a = inventory.exposure((a, ""), now_ms)
         eo_v, eo_a = e_v[L] - e_v[r], e_a[L] - e_a[r]
@@ -103,9 +103,9 @@ def classify_rate(cc: CohortCorrelation, st: CohortKey, pc: PairCounts, i: int, 
     "always this high there".
     """
     L, r, g = cc.longrun, max(cc.rate_recent, i), look.g
-    mu_a, _ = cc._rate_expected(st, a, i, look, 1.0)  # per host-hour
+    mu_a, _ = cc.rate_expected(st, a, i, look, 1.0)  # per host-hour
     c_k = pc.unreported(i) / g[i]
-    c_old = cc._older(pc.c, r, g)
+    c_old = cc.older(pc.c, r, g)
     e_v = look.inventory.exposure((a, v), look.now_ms)
     e_old = max(e_v[L] - e_v[r], 0.0)
     size = c_old + cc.prior_units

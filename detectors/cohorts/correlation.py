@@ -93,7 +93,7 @@ class CohortCorrelation(Struct):
     slots: dict[str, dict[str, int]] = field(default_factory=dict)
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
-    #: the scales the rate test runs at (none: off; ``_rate_expected``), and the scale whose units are
+    #: the scales the rate test runs at (none: off; ``rate_expected``), and the scale whose units are
     #: too recent for a key's earlier rate or share (the long-run kernel minus this one's; ``classify.classify_pair``)
     rate_scales: list[int] = field(default_factory=list)
     rate_recent: int = 0
@@ -221,7 +221,7 @@ class CohortCorrelation(Struct):
                 continue
             # scales where the key has too few effective units for any cohort test: skipped whole
             n_eff = {i: kish_n(all_[i] / g[i], st.q[i] / (g[i] * g[i])) for i in self.acute}
-            testable = [i for i in self.acute if n_eff[i] >= self.min_units or self._rate_live(all_, i, g)]
+            testable = [i for i in self.acute if n_eff[i] >= self.min_units or self.rate_live(all_, i, g)]
             count_tests(self, st, n_eff, all_, g, n_star)
             if not testable and not st.firing:
                 continue
@@ -286,7 +286,7 @@ class CohortCorrelation(Struct):
             out.extend(report_key(self, key, self.keys[key], accepted[key], family, weight, look, why))
         return out
 
-    def _rate_live(self, all_: list[float], i: int, g: tuple[float, ...]) -> bool:
+    def rate_live(self, all_: list[float], i: int, g: tuple[float, ...]) -> bool:
         """Could a rate test of the key run at scale ``i``: the units of ``min_hosts`` affected hosts."""
         return i in self.rate_scales and all_[i] / g[i] >= self.min_hosts * HOST_UNITS
 
@@ -326,7 +326,7 @@ class CohortCorrelation(Struct):
             return 0.0
         return sum(hc[i] for h, hc in st.hosts.items() if h in inside) / total
 
-    def _share(self, st: CohortKey, pk: str, pc: PairCounts, i: int, look: Look) -> Share | None:
+    def cohort_share(self, st: CohortKey, pk: str, pc: PairCounts, i: int, look: Look) -> Share | None:
         """The cohort's share of the key's units at scale ``i``, against its share of the host-time.
 
         The cohort's units are those since its last report: an excess already
@@ -389,7 +389,7 @@ class CohortCorrelation(Struct):
                 mean = nn * p_proxy
                 if z_above(nn * c_k / c_a, mean, mean * (1.0 - p_proxy)) < 3.0:
                     continue  # the exact test asks for p < 1e-6 (z ~ 4.8); sizes stand in for host-time
-            sh = self._share(st, pk, pc, i, look)
+            sh = self.cohort_share(st, pk, pc, i, look)
             if sh is None:
                 continue
             k, n, p0, c_k, e_v, e_out = sh.k, sh.n, sh.p0, sh.c_in, sh.e_in, sh.e_out
@@ -411,7 +411,7 @@ class CohortCorrelation(Struct):
             if p > ceiling or n < self.min_units:
                 if not rate_ok or p > RATE_SHARE_ALPHA / len(st.pairs):
                     continue
-                mu, size = self._rate_expected(st, a, i, look, e_v)
+                mu, size = self.rate_expected(st, a, i, look, e_v)
                 if rho != 1.0:
                     mu *= p0 / p_host  # inside a static association: at its risk, not the attribute's average
                 # effective units, as the share test counts them: a host re-reporting every hour (chronic,
@@ -426,7 +426,7 @@ class CohortCorrelation(Struct):
             out.append(CohortTest(key, pk, i, p, k, n, p0, rr, lo, hi, mu))
         return out
 
-    def _rate_expected(self, st: CohortKey, a: str, i: int, look: Look, e_v: float) -> tuple[float, float]:
+    def rate_expected(self, st: CohortKey, a: str, i: int, look: Look, e_v: float) -> tuple[float, float]:
         """(expected units on ``e_v`` host-hours of attribute ``a`` at scale ``i``, negative binomial size).
 
         Why a second test: the share test asks whether the cohort holds more
@@ -446,7 +446,7 @@ class CohortCorrelation(Struct):
         """
         L, r, g = self.longrun, max(self.rate_recent, i), look.g
         tot = st.tot[a + "\x1f"]
-        c_old = self._older(tot, r, g)
+        c_old = self.older(tot, r, g)
         e_a = look.inventory.exposure((a, ""), look.now_ms)
         e_old = e_a[L] - e_a[r]
         size = c_old + RATE_PRIOR_UNITS
@@ -454,7 +454,7 @@ class CohortCorrelation(Struct):
             return math.inf, size
         return e_v * size / e_old, size
 
-    def _older(self, counts: list[float], r: int, g: tuple[float, ...]) -> float:
+    def older(self, counts: list[float], r: int, g: tuple[float, ...]) -> float:
         """Units of ``counts`` older than scale ``r``'s reach: the long-run kernel minus scale ``r``'s (at least 0).
 
         Every "before" of the cohort tests is this difference (the rate

@@ -24,7 +24,7 @@ DEAD = 1e-3
 RATE_SHARE_ALPHA = 1e-2
 
 
-#: Decayed units at a scale for a host to count as affected there (``HostScan.affected``, ``_rate_live``).
+#: Decayed units at a scale for a host to count as affected there (``HostScan.affected``, ``rate_live``).
 HOST_UNITS = 0.3
 
 
@@ -158,7 +158,7 @@ def rate_ratio_ci(a: float, c: float, e1: float, e0: float, z: float = 1.96) -> 
 
 
 class Share(Struct, frozen=True):
-    """A cohort's share of its key's units at one scale (``CohortCorrelation._share``)."""
+    """A cohort's share of its key's units at one scale (``CohortCorrelation.cohort_share``)."""
 
     #: effective units in the cohort and on the attribute's hosts (the key's Kish count, split by share)
     k: float

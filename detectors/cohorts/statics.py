@@ -84,8 +84,8 @@ def relearn(cc: CohortCorrelation, look: Look) -> None:
             tot = st.tot.get(a + "\x1f")
             if tot is None:
                 continue
-            n_old = cc._older(tot, j, g) * factor
-            k_old = cc._older(pc.c, j, g) * factor
+            n_old = cc.older(tot, j, g) * factor
+            k_old = cc.older(pc.c, j, g) * factor
             if n_old < 2 * cc.prior_units:
                 continue
             e_v = inventory.exposure((a, v), now_ms)
@@ -184,7 +184,7 @@ def raised_by_statics(st: CohortKey, inventory: Inventory) -> dict[str, tuple[fl
 
 
 def longrun_rr(cc: CohortCorrelation, st: CohortKey, pk: str, pc: PairCounts, look: Look) -> float:
-    sh = cc._share(st, pk, pc, cc.longrun, look)
+    sh = cc.cohort_share(st, pk, pc, cc.longrun, look)
     return 1.0 if sh is None else shrunk_rr(cc, sh.k, sh.n, sh.p0)
 
 
