@@ -106,8 +106,10 @@ class Inventory:
         self._exposure: dict[Pair, _Exposure] = {}
         #: hosts that sent events but were never announced (their stand-in entry waits for one)
         self._unannounced: set[str] = set()
-        #: (time, exposure per group, the clock's reference, factors per time of last change)
-        self._exp_cache: tuple[int, dict[Pair, list[float]], int, dict[int, tuple[float, ...]]] = (-1, {}, 0, {})
+        #: (time, exposure per group, the clock's reference, factors per time of last change, exposure per
+        #: pair key: ``exposure_of``)
+        self._exp_cache: tuple[int, dict[Pair, list[float]], int, dict[int, tuple[float, ...]],
+                               dict[str, list[float]]] = (-1, {}, 0, {}, {})
         self._by_pair: dict[Pair, set[str]] = {}
         self._by_attr: dict[str, set[str]] = {}
         self._nesting: tuple[int, int, dict[str, str]] = (-1, -1, {})
@@ -228,6 +230,7 @@ class Inventory:
         self._integrate(ex, ts_ms)
         ex.n += delta
         self._exp_cache[1].pop(group, None)
+        self._exp_cache[4].clear()
 
     def _integrate(self, ex: _Exposure, ts_ms: int) -> None:
         """Add ``n`` hosts' host-time from ``ex.t_ms`` to ``ts_ms`` (inflated, hours)."""
@@ -251,7 +254,7 @@ class Inventory:
             return []
         cache = self._exp_cache
         if cache[0] != ts_ms or cache[2] != clock.ref_ms:
-            cache = self._exp_cache = (ts_ms, {}, clock.ref_ms, {})
+            cache = self._exp_cache = (ts_ms, {}, clock.ref_ms, {}, {})
         hit = cache[1].get(group)
         if hit is not None:
             return hit
@@ -275,8 +278,25 @@ class Inventory:
         cache[1][group] = out
         return out
 
+    def exposure_of(self, key: str, ts_ms: int) -> list[float]:
+        """``exposure`` of a pair key (``""``: the whole fleet), cached by the string itself.
+
+        The host detectors ask for every group of every host they test, at
+        every step: splitting and hashing the pair each time cost them more
+        than the lookup.
+        """
+        cache = self._exp_cache
+        clock = self.clock
+        if cache[0] == ts_ms and clock is not None and cache[2] == clock.ref_ms:
+            hit = cache[4].get(key)
+            if hit is not None:
+                return hit
+        out = self.exposure(split_key(key), ts_ms)
+        self._exp_cache[4][key] = out
+        return out
+
     def rebase(self, factors: tuple[float, ...]) -> None:
-        self._exp_cache = (-1, {}, 0, {})
+        self._exp_cache = (-1, {}, 0, {}, {})
         for ex in self._exposure.values():
             scale_in_place(ex.stored, factors)
 

@@ -247,7 +247,7 @@ class HostPeers(Struct):
             if key and inventory.sizes.get(key, 0) < self.min_peers:
                 continue
             acc = ch.groups.get(key)
-            ex = inventory.exposure(split_key(key), now_ms)
+            ex = inventory.exposure_of(key, now_ms)
             units = (acc[i] / g[i] if acc is not None else 0.0) - mine
             expo = ex[i] - (h_own if not st.chronic else 0.0)
             if expo <= 0:
@@ -401,7 +401,7 @@ class HostPeers(Struct):
                         continue
                     acc = ch.groups.get(key)
                     units = (acc[L] / g[L] if acc is not None else 0.0) - (0.0 if st.chronic else obs)
-                    expo = inventory.exposure(split_key(key), now_ms)[L] - h_own
+                    expo = inventory.exposure_of(key, now_ms)[L] - h_own
                     if expo > 0 and units / expo >= best:
                         best = max(units, 0.0) / expo
                         basis = "the fleet" if not key else "peers with {}={}".format(*split_key(key))

@@ -370,24 +370,26 @@ class CohortCorrelation(Struct):
         c, rep = pc.c, pc.reported
         # the relative risk the cohort's share is expected at: a static association's own, or the one a
         # cohort inside it inherits (a rack of a datacenter where the key has always been 3x as frequent)
-        rho = pc.rho if pc.static else inside_static(self, key, pk, inventory)[0]
+        rho = pc.rho if pc.static else inside_static(self, key, pk, inventory)[0] if key in self.static_keys else 1.0
         p_proxy = n1 / n_all
         if rho != 1.0:
             p_proxy = at_risk(p_proxy, rho)
+        z9 = 9.0 * p_proxy * (1.0 - p_proxy)
         for i in self.acute if scales is None else scales:
             if max_scale is not None and i > max_scale:
                 break
             # the cheap screen, on today's cohort sizes and the key's effective units, before any
-            # exposure is integrated: most cohorts hold about their share
+            # exposure is integrated: most cohorts hold about their share. It asks z < 3 of the
+            # cohort's units ``u`` of its attribute's ``t`` on ``n_eff * t / all`` effective units at
+            # ``p_proxy``, squared and with the clock's factors cancelled (the hot loop of the replay)
             gi = g[i]
-            c_a = tot[i] / gi
-            c_k = (c[i] - rep[i] if rep else c[i]) / gi
-            if c_k < 1.0 or c_a <= 0:
+            u = c[i] - rep[i] if rep else c[i]
+            t = tot[i]
+            if u < gi or t <= 0:
                 continue
             if n_eff is not None:
-                nn = n_eff[i] * c_a / (all_[i] / gi)
-                mean = nn * p_proxy
-                if z_above(nn * c_k / c_a, mean, mean * (1.0 - p_proxy)) < 3.0:
+                d = u - p_proxy * t
+                if d <= 0 or n_eff[i] / all_[i] * d * d < z9 * t:
                     continue  # the exact test asks for p < 1e-6 (z ~ 4.8); sizes stand in for host-time
             sh = self.cohort_share(st, pk, pc, i, look)
             if sh is None:
