@@ -84,6 +84,7 @@ class HardwareCorrelation:
         self.core = msgspec.convert(state, CohortCorrelation)
         self.core.inside.clear()  # derived, keyed on the inventory's version, which a restore starts again
         self.core.slots.clear()  # derived from the pairs
+        self.core.bigs.clear()  # derived from the pairs and the inventory's version
 
     def counts(self) -> dict[str, float]:
         return self.core.counts()

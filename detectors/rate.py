@@ -578,9 +578,8 @@ class RateSpike(Struct):
 
     # ------------------------------------------------------------------ time and memory
     def _evict(self) -> None:
-        victims = sorted((k for k, s in self.keys.items() if not s.firing),
-                         key=lambda k: (self.keys[k].win.totals[-1], self.keys[k].last_ms, k))
-        for k in victims[: max(1, len(self.keys) // 10)]:
+        victims = sorted((s.win.totals[-1], s.last_ms, k) for k, s in self.keys.items() if not s.firing)
+        for _, _, k in victims[: max(1, len(self.keys) // 10)]:
             del self.keys[k]
             self.touched.discard(k)
             self.watched.discard(k)

@@ -203,6 +203,7 @@ class TelemetryCohortSpike:
         self.state = msgspec.convert(state, _CohortState)
         self.state.cohorts.inside.clear()  # derived, keyed on the inventory's version (``CohortCorrelation``)
         self.state.cohorts.slots.clear()  # derived from the pairs
+        self.state.cohorts.bigs.clear()  # derived from the pairs and the inventory's version
 
     def counts(self) -> dict[str, float]:
         return self.state.fleet.counts()

@@ -157,8 +157,11 @@ def step_budget(cc: CohortCorrelation, spiking: AbstractSet[str], watched: Abstr
             if name == "spike":
                 m = len(st.pairs) - statics.get(k, 0)
             elif name == "watch":
-                m = sum(1 for pk, pc in st.pairs.items()
-                        if is_big(cc, pk, inventory) and not (statics and pc.static))
+                got = cc.bigs.get(k)
+                if got is None or got[0] != inventory.version:
+                    got = cc.bigs[k] = (inventory.version, sum(1 for pk, pc in st.pairs.items()
+                                                               if is_big(cc, pk, inventory) and not (statics and pc.static)))
+                m = got[1]
             else:
                 m = statics[k]
             n += m

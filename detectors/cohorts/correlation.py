@@ -91,6 +91,9 @@ class CohortCorrelation(Struct):
     #: key -> its pairs outside the static tier, counted by attribute (``slot_of``): derived, dropped when the
     #: key gains or loses a pair or a pair turns static (``budget.spike_split`` reads it at every step)
     slots: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: key -> (the inventory's version, its pairs in the watch tier: big and not static): derived as ``slots``
+    #: is, and dropped with it (``budget.step_budget`` counts a watched key's at every step)
+    bigs: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: the look the ceiling ``alpha`` is per (``corr_alpha_look_s``; 0: per test)
     look_s: float = 0.0
     #: the scales the rate test runs at (none: off; ``rate_expected``), and the scale whose units are
@@ -148,6 +151,7 @@ class CohortCorrelation(Struct):
                 pairs[k] = PairCounts(list(wg), last_ms=ts_ms)
                 self.n_pairs += 1
                 self.slots.pop(key, None)
+                self.bigs.pop(key, None)
                 if wg[self.longrun] < st.floor:
                     st.floor = wg[self.longrun]
             else:
@@ -517,6 +521,7 @@ class CohortCorrelation(Struct):
                 self.static_keys.pop(key, None)
                 self.inside.pop(key, None)
                 self.slots.pop(key, None)
+                self.bigs.pop(key, None)
                 continue
             if st.floor / gL > DEAD:
                 continue  # nothing of the key's can have decayed to nothing (at half a year, the common case)
@@ -526,6 +531,7 @@ class CohortCorrelation(Struct):
                         if pc.firing or pc.static or pc.c[L] / gL > DEAD or now_ms < pc.quiet_until_ms}
             if len(st.pairs) != n:
                 self.slots.pop(key, None)
+                self.bigs.pop(key, None)
             st.touched &= set(st.pairs)
             st.floor = min((*(hc[L] for hc in st.hosts.values()), *(pc.c[L] for pc in st.pairs.values())),
                            default=0.0)
