@@ -616,7 +616,7 @@ def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set
                                ticket_cooldown_ms=0, ttl_ms=1, spike_share=0.5, spike_weight_max=1000.0,
                                watch_share=0.25, watch_min_share=0.1, static_share=0.05)
     sizes = {f"a\x1fv{i}": 200 if i % 5 == 0 else 10 for i in range(40)}
-    inventory = SimpleNamespace(sizes=sizes, attribute_hosts={"a": 1000})
+    inventory = SimpleNamespace(sizes=sizes, attribute_hosts={"a": 1000}, version=0)
     for key, n in (("a", 40), ("b", 10), ("c", 5)):
         engine.keys[key] = CohortKey(pairs={f"a\x1fv{i}": PairCounts([0.0] * 5, static=i in statics.get(key, ()))
                                             for i in range(n)}, family=30)
@@ -644,6 +644,42 @@ def test_the_weights_average_one_over_the_family(spiking: set[str], watched: set
     assert (w_static > 1.0) == bool(statics)
     assert all(b.of(k, spiking, watched, static=True) == w_static for k in statics)
     assert (b.rest < 1.0) == bool(spiking or watched or statics)
+
+
+def test_a_watched_keys_new_big_cohort_joins_its_tier_at_the_next_step() -> None:
+    """The watch tier's count of a key's big cohorts is kept per inventory version: a pair the key gains
+    (its first crash on the other GPU model) or a cohort that grows past ``watch_min_share`` must be
+    counted at the next step, as a count from scratch gives."""
+    from fleetepi.detectors.cohorts import CohortCorrelation, CohortKey, PairCounts
+    from fleetepi.detectors.cohorts.budget import step_budget
+    from fleetepi.detectors.decay import DecayClock
+
+    engine = CohortCorrelation(acute=[0, 1], longrun=1, fdr=0.01, alpha=1e-6, resolve_alpha=1e-3,
+                               rise_alpha=1e-4, explain_alpha=1e-3, min_rr_lower=1.0, min_hosts=3, min_units=5.0,
+                               min_cohort_hosts=2, prior_units=20.0, warmup_ms=0, cooldown_ms=0,
+                               ticket_cooldown_ms=0, ttl_ms=1, spike_weight_max=1000.0,
+                               watch_share=0.25, watch_min_share=0.1)
+    sizes = {"gpu\x1fH100": 600, "gpu\x1fA100": 400, **{f"rack\x1fr{i}": 25 for i in range(40)}}
+    inventory = SimpleNamespace(sizes=sizes, attribute_hosts={"gpu": 1000, "rack": 1000}, version=0)
+    engine.keys["k"] = CohortKey(pairs={"gpu\x1fH100": PairCounts([1.0, 1.0]), "rack\x1fr1": PairCounts([1.0, 1.0])},
+                                 family=4)
+    engine.family = 5000
+
+    def family_afresh() -> int:
+        fresh = CohortCorrelation(**{f: getattr(engine, f) for f in engine.__struct_fields__ if f != "bigs"})
+        return step_budget(fresh, frozenset(), frozenset({"k"}), 0, inventory).family  # type: ignore[arg-type]
+
+    # the watch tier holds the key's big cohorts at each scale, and takes their part of the key's 4 tests
+    first = step_budget(engine, frozenset(), frozenset({"k"}), 0, inventory)  # type: ignore[arg-type]
+    assert first.family == family_afresh() == 5000 - 4 * 1 // 2 + 1 * 2
+    # its first crash on an A100 host of rack r2: a new big pair (and a small one)
+    engine.observe("k", "h7", 1.0, 1000, ("gpu\x1fA100", "rack\x1fr2"), DecayClock((3600.0, 86400.0)))
+    second = step_budget(engine, frozenset(), frozenset({"k"}), 0, inventory)  # type: ignore[arg-type]
+    assert second.family == family_afresh() == 5000 - 4 * 2 // 4 + 2 * 2
+    # a roll-out: rack r1 grows to 150 hosts, big now (a new inventory version)
+    sizes["rack\x1fr1"], inventory.version = 150, 1
+    third = step_budget(engine, frozenset(), frozenset({"k"}), 0, inventory)  # type: ignore[arg-type]
+    assert third.family == family_afresh() == 5000 - 4 * 3 // 4 + 3 * 2
 
 
 def test_a_spiking_keys_weight_is_split_over_its_attributes_then_their_values() -> None:

@@ -47,3 +47,26 @@ def test_overlaps_stay_what_a_fresh_count_gives(before: list, after: list) -> No
         assert kept == dict(counted_afresh(inv, g))
         if kept:
             assert kept[pair_key(*g)] == len(inv.members()[0][g])
+
+
+@settings(max_examples=40, deadline=None)
+@given(first=st.lists(announcement, min_size=1, max_size=20), then=st.lists(announcement, max_size=8))
+def test_exposure_by_pair_key_is_the_exposure_of_its_pair_whenever_asked(first: list, then: list) -> None:
+    """``exposure_of`` caches by the pair key's string within a step: hosts announced or moved in the
+    same step (the cache still warm) must show in it as they show in ``exposure``."""
+    from fleetepi.detectors.decay import DecayClock
+    from fleetepi.detectors.inventory import split_key
+
+    inv = Inventory(clock=DecayClock((3600.0, 86400.0), ref_ms=0))
+    for i, a in enumerate(first):
+        announce(inv, i, 1_000_000, *a)
+    keys = ["", *(pair_key(a, v) for a in ("rack", "gpu_model") for v in ("r0", "r1", "r2", "A", "B")),
+            "rack\x1f", "gpu_model\x1f"]
+    now = 9_000_000
+    for _ in range(2):
+        for k in keys:
+            assert inv.exposure_of(k, now) == inv.exposure(split_key(k), now)
+        for i, a in enumerate(then):
+            announce(inv, i, now - 100, *a)  # announced within the step being decided: the caches are warm
+    for k in keys:
+        assert inv.exposure_of(k, now) == inv.exposure(split_key(k), now)
