@@ -197,8 +197,10 @@ class CohortCorrelation(Struct):
         """
         g = clock.g(now_ms)
         look = Look(now_ms, g, inventory, clock)
-        n_star = max(units_needed(self), self.min_units)
-        if now_ms >= self.recount_ms:
+        due = now_ms >= self.recount_ms
+        if due or self.active:
+            n_star = max(units_needed(self), self.min_units)
+        if due:
             recount(self, now_ms, g, n_star)
         if now_ms >= self.relearn_ms:
             self.relearn_ms = now_ms + 86_400_000
@@ -207,6 +209,8 @@ class CohortCorrelation(Struct):
         if warm and not self.early_taken:
             self._take_early(now_ms, g, inventory)
         out: list[CohortVerdict] = []
+        if not self.active:
+            return out  # nothing touched or firing: a step of a quiet stream (years of them in a sparse one)
         tests: list[CohortTest] = []
         spiking = spiking & self.keys.keys() if spiking and self.spike_share > 0 else frozenset()
         watched = (watched & self.keys.keys()) - spiking if watched and self.watch_share > 0 else frozenset()
