@@ -197,10 +197,8 @@ class CohortCorrelation(Struct):
         """
         g = clock.g(now_ms)
         look = Look(now_ms, g, inventory, clock)
-        due = now_ms >= self.recount_ms
-        if due or self.active:
-            n_star = max(units_needed(self), self.min_units)
-        if due:
+        n_star = max(units_needed(self), self.min_units)
+        if now_ms >= self.recount_ms:
             recount(self, now_ms, g, n_star)
         if now_ms >= self.relearn_ms:
             self.relearn_ms = now_ms + 86_400_000
