@@ -82,9 +82,7 @@ class HardwareCorrelation:
 
     def restore(self, state: dict[str, Any]) -> None:
         self.core = msgspec.convert(state, CohortCorrelation)
-        self.core.inside.clear()  # derived, keyed on the inventory's version, which a restore starts again
-        self.core.slots.clear()  # derived from the pairs
-        self.core.bigs.clear()  # derived from the pairs and the inventory's version
+        self.core.restored()
 
     def counts(self) -> dict[str, float]:
         return self.core.counts()

@@ -201,9 +201,7 @@ class TelemetryCohortSpike:
 
     def restore(self, state: dict[str, Any]) -> None:
         self.state = msgspec.convert(state, _CohortState)
-        self.state.cohorts.inside.clear()  # derived, keyed on the inventory's version (``CohortCorrelation``)
-        self.state.cohorts.slots.clear()  # derived from the pairs
-        self.state.cohorts.bigs.clear()  # derived from the pairs and the inventory's version
+        self.state.cohorts.restored()
 
     def counts(self) -> dict[str, float]:
         return self.state.fleet.counts()

@@ -150,8 +150,7 @@ class CohortCorrelation(Struct):
             if pc is None:
                 pairs[k] = PairCounts(list(wg), last_ms=ts_ms)
                 self.n_pairs += 1
-                self.slots.pop(key, None)
-                self.bigs.pop(key, None)
+                self.pairs_changed(key)
                 if wg[self.longrun] < st.floor:
                     st.floor = wg[self.longrun]
             else:
@@ -522,8 +521,7 @@ class CohortCorrelation(Struct):
                 self.active.discard(key)
                 self.static_keys.pop(key, None)
                 self.inside.pop(key, None)
-                self.slots.pop(key, None)
-                self.bigs.pop(key, None)
+                self.pairs_changed(key)
                 continue
             if st.floor / gL > DEAD:
                 continue  # nothing of the key's can have decayed to nothing (at half a year, the common case)
@@ -532,8 +530,7 @@ class CohortCorrelation(Struct):
             st.pairs = {k: pc for k, pc in st.pairs.items()
                         if pc.firing or pc.static or pc.c[L] / gL > DEAD or now_ms < pc.quiet_until_ms}
             if len(st.pairs) != n:
-                self.slots.pop(key, None)
-                self.bigs.pop(key, None)
+                self.pairs_changed(key)
             st.touched &= set(st.pairs)
             st.floor = min((*(hc[L] for hc in st.hosts.values()), *(pc.c[L] for pc in st.pairs.values())),
                            default=0.0)
@@ -542,6 +539,19 @@ class CohortCorrelation(Struct):
 
     def counts(self) -> dict[str, float]:
         return {k: s.total for k, s in self.keys.items()}
+
+    # ------------------------------------------------------------------ derived caches
+    def pairs_changed(self, key: str) -> None:
+        """``key`` gained or lost a pair, or one turned static: its counts by tier (``slots``, ``bigs``) go."""
+        self.slots.pop(key, None)
+        self.bigs.pop(key, None)
+
+    def restored(self) -> None:
+        """Drop every derived cache after a restore: they key on the pairs and on an inventory version
+        that a restore starts again."""
+        self.inside.clear()
+        self.slots.clear()
+        self.bigs.clear()
 
 
 def cohort_correlation_from_config(cfg: object, clock: DecayClock, rate_max_s: float = 0.0) -> CohortCorrelation:

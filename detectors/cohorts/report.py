@@ -142,8 +142,7 @@ def report_key(cc: CohortCorrelation, key: str, st: CohortKey, tests: list[Cohor
         else:
             if not pc.static:
                 cc.static_keys[key] = cc.static_keys.get(key, 0) + 1
-                cc.slots.pop(key, None)
-                cc.bigs.pop(key, None)
+                cc.pairs_changed(key)
             pc.static = True
             pc.rho = max(longrun_rr(cc, st, t.pair, pc, look), 1.0)
             pc.ticket_until_ms = now_ms + cc.ticket_cooldown_ms
